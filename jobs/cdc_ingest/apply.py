@@ -1,0 +1,198 @@
+"""Applying one batch's changes to one mirrored table, as row-level Iceberg changes.
+
+Per table: type the row images, collapse each key's changes to the newest, classify each against
+what the table (or a tombstone) already holds, then ``MERGE INTO`` the table and its tombstones.
+The ordering guard is repeated inside the MERGE, so re-applying a batch changes nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, Window
+from pyspark.sql import functions as F
+
+from cdc_ingest.column_values import column_error, typed_value
+from cdc_ingest.formats.base import DELETE, UPSERT, ColumnType
+from cdc_ingest.summary import TableSummary
+from cdc_ingest.tables import ORDER_COLUMN, quote
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+INSERT, UPDATE, DELETED, DELETED_ABSENT, SUPERSEDED, OLDER = (
+    "insert", "update", "delete", "delete_absent", "superseded", "older",
+)
+_views = itertools.count()
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """A mirrored table as this batch sees it.
+
+    Attributes:
+        name: table name inside the namespace.
+        identifier: quoted ``catalog.namespace.table``.
+        keys: key (identifier) columns.
+        columns: every source column and its type, after any additions by this batch.
+        tombstones: quoted identifier of the namespace's ``_cdc_tombstones`` table.
+    """
+
+    name: str
+    identifier: str
+    keys: tuple[str, ...]
+    columns: dict[str, ColumnType]
+    tombstones: str
+
+
+def _raw(name: str, keys: tuple[str, ...]) -> Column:
+    image = F.element_at("image", F.lit(name))
+    if name in keys:
+        return F.coalesce(F.element_at("key_values", F.lit(name)), image)
+    return image
+
+
+def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> DataFrame:
+    """This table's changes with typed columns and ``_type_error`` for values that don't fit."""
+    values: list[Column] = []
+    errors: list[Column] = []
+    for name, ctype in target.columns.items():
+        raw = _raw(name, target.keys)
+        typed = typed_value(raw, ctype)
+        values.append(typed.alias(name))
+        errors.append(column_error(name, raw, typed, ctype))
+    return changes.where(F.col("_cdc_target") == target.name).select(
+        "_cdc_file_idx", "_cdc_line", "_cdc_kind", "_cdc_key", "_cdc_source",
+        *values,
+        F.col("_cdc_order").alias(ORDER_COLUMN),
+        F.col("op").alias("_cdc_op"),
+        F.lit(batch_id).cast("bigint").alias("_cdc_batch_id"),
+        F.coalesce(*errors, F.lit(None).cast("string")).alias("_type_error"),
+    )
+
+
+def classify(spark: SparkSession, good: DataFrame, target: TargetTable) -> DataFrame:
+    """Each change marked with what applying it does (``_action``) and its tombstone, if any."""
+    newest_first = Window.partitionBy("_cdc_key").orderBy(F.col(ORDER_COLUMN).desc())
+    ranked = good.withColumn("_rank", F.row_number().over(newest_first))
+    current = spark.table(target.identifier).select(
+        *[F.col(k).alias(f"_t_{k}") for k in target.keys],
+        F.col(ORDER_COLUMN).alias("_t_order"),
+    )
+    tombstones = (
+        spark.table(target.tombstones)
+        .where(F.col("target_table") == target.name)
+        .select(F.col("key").alias("_d_key"), F.col(ORDER_COLUMN).alias("_d_order"))
+    )
+    on_key = F.col("_rank") == 1
+    for k in target.keys:
+        on_key = on_key & (F.col(k) == F.col(f"_t_{k}"))
+    joined = ranked.join(current, on_key, "left").join(
+        tombstones, (F.col("_rank") == 1) & (F.col("_cdc_key") == F.col("_d_key")), "left"
+    )
+    order, kind = F.col(ORDER_COLUMN), F.col("_cdc_kind")
+    exists = F.col("_t_order").isNotNull()
+    action = (
+        F.when(F.col("_rank") > 1, F.lit(SUPERSEDED))
+        .when(exists & (order > F.col("_t_order")),
+              F.when(kind == DELETE, F.lit(DELETED)).otherwise(F.lit(UPDATE)))
+        .when(exists, F.lit(OLDER))
+        .when(F.col("_d_order").isNotNull() & (order <= F.col("_d_order")), F.lit(OLDER))
+        .when(kind == UPSERT, F.lit(INSERT))
+        .otherwise(F.lit(DELETED_ABSENT))
+    )
+    return joined.withColumn("_action", action).withColumn(
+        "_had_tombstone", F.col("_d_order").isNotNull()
+    )
+
+
+def _merge_target(spark: SparkSession, classified: DataFrame, target: TargetTable) -> None:
+    columns = [*target.columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
+    view = f"_cdc_merge_{next(_views)}"
+    classified.where(F.col("_action").isin(INSERT, UPDATE, DELETED)).select(
+        *columns, "_action"
+    ).createOrReplaceTempView(view)
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.keys)
+    newer = f"s.{ORDER_COLUMN} > t.{ORDER_COLUMN}"
+    sets = ", ".join(f"{quote(c)} = s.{quote(c)}" for c in columns)
+    names = ", ".join(quote(c) for c in columns)
+    values = ", ".join(f"s.{quote(c)}" for c in columns)
+    spark.sql(
+        f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
+        f"WHEN MATCHED AND s._action = '{DELETED}' AND {newer} THEN DELETE "
+        f"WHEN MATCHED AND s._action = '{UPDATE}' AND {newer} THEN UPDATE SET {sets} "
+        f"WHEN NOT MATCHED AND s._action = '{INSERT}' THEN INSERT ({names}) VALUES ({values})"
+    )
+    spark.catalog.dropTempView(view)
+
+
+def _merge_tombstones(spark: SparkSession, classified: DataFrame, target: TargetTable, batch_id: int) -> None:
+    view = f"_cdc_tombstones_{next(_views)}"
+    action = F.col("_action")
+    classified.where(
+        action.isin(DELETED, DELETED_ABSENT) | ((action == INSERT) & F.col("_had_tombstone"))
+    ).select(
+        F.lit(target.name).alias("target_table"),
+        F.col("_cdc_key").alias("key"),
+        F.col(ORDER_COLUMN),
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.when(action == INSERT, F.lit("clear")).otherwise(F.lit("set")).alias("_tomb"),
+    ).createOrReplaceTempView(view)
+    spark.sql(
+        f"MERGE INTO {target.tombstones} t USING {view} s "
+        "ON t.target_table = s.target_table AND t.key = s.key "
+        "WHEN MATCHED AND s._tomb = 'clear' THEN DELETE "
+        f"WHEN MATCHED AND s._tomb = 'set' AND s.{ORDER_COLUMN} > t.{ORDER_COLUMN} THEN UPDATE SET "
+        f"{ORDER_COLUMN} = s.{ORDER_COLUMN}, batch_id = s.batch_id "
+        "WHEN NOT MATCHED AND s._tomb = 'set' THEN INSERT "
+        f"(target_table, key, {ORDER_COLUMN}, batch_id) VALUES "
+        f"(s.target_table, s.key, s.{ORDER_COLUMN}, s.batch_id)"
+    )
+    spark.catalog.dropTempView(view)
+
+
+def apply_table(
+    spark: SparkSession, changes: DataFrame, target: TargetTable, batch_id: int
+) -> tuple[TableSummary, DataFrame]:
+    """Apply this table's changes; returns its summary and its dead letters (typing errors).
+
+    The dead-letter frame has ``_cdc_file_idx``, ``_cdc_line``, ``reason``, ``source_table`` and
+    ``target_table`` and is only valid until the next batch (it reads cached data).
+    """
+    typed = typed_changes(changes, target, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
+    bad = typed.where(F.col("_type_error").isNotNull()).select(
+        "_cdc_file_idx", "_cdc_line", F.col("_type_error").alias("reason"),
+        F.col("_cdc_source").alias("source_table"), F.lit(target.name).alias("target_table"),
+    )
+    good = typed.where(F.col("_type_error").isNull())
+    # Cut the lineage: the MERGE below changes the table this classification read, and a
+    # recomputation after it would classify against the new state.
+    classified = classify(spark, good, target).localCheckpoint(eager=True)
+    counts = {
+        (r["_action"], r["_had_tombstone"]): r["count"]
+        for r in classified.groupBy("_action", "_had_tombstone").count().collect()
+    }
+    by_action: dict[str, int] = {}
+    for (act, _), n in counts.items():
+        by_action[act] = by_action.get(act, 0) + n
+    summary = TableSummary(
+        table=target.name,
+        inserted=by_action.get(INSERT, 0),
+        updated=by_action.get(UPDATE, 0),
+        deleted=by_action.get(DELETED, 0),
+        deleted_absent=by_action.get(DELETED_ABSENT, 0),
+        superseded=by_action.get(SUPERSEDED, 0),
+        older=by_action.get(OLDER, 0),
+        dead_lettered=bad.count(),
+    )
+    summary.messages = sum(by_action.values())
+    if summary.inserted or summary.updated or summary.deleted:
+        _merge_target(spark, classified, target)
+    if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), 0):
+        _merge_tombstones(spark, classified, target, batch_id)
+    bad = bad.localCheckpoint(eager=True) if summary.dead_lettered else bad.limit(0).localCheckpoint()
+    typed.unpersist()
+    return summary, bad

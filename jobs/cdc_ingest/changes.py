@@ -1,0 +1,134 @@
+"""From decoded messages to keyed, ordered changes aimed at target tables.
+
+Shared by every format: the target table name (from the pipeline's template), the key (the
+pipeline's ``keys`` first, then what the message names), the key's canonical text, and the full
+ordering value (vendor order, then batch, file and line).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from cdc_ingest.checkpoint_store import OffsetRange
+from cdc_ingest.formats.base import DELETE, UPSERT
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdc_ingest.config import PipelineConfig
+
+DUPLICATE = "duplicate"  # kind of a Kafka record whose offset an earlier batch applied
+
+
+def identifier_part(column: Column) -> Column:
+    """A source name as an Iceberg identifier part: lower case, [a-z0-9_] only."""
+    return F.lower(F.regexp_replace(F.coalesce(column, F.lit("")), r"[^A-Za-z0-9_]", "_"))
+
+
+def target_name(template: str) -> Column:
+    """The template ``{db}_{table}``-style rendered per row from the source names."""
+    parts: list[Column] = []
+    for literal, placeholder in re.findall(r"([^{]*)(?:{([^}]*)})?", template):
+        if literal:
+            parts.append(F.lit(literal))
+        if placeholder:
+            parts.append(identifier_part(F.col(f"src_{placeholder}")))
+    rendered = F.concat(*parts) if parts else F.lit("")
+    return F.regexp_replace(F.lower(rendered), r"[^a-z0-9_]", "_")
+
+
+def configured_keys(pipeline: PipelineConfig) -> Column:
+    """Key columns from the pipeline's ``keys`` for each row's source table, or null."""
+    if not pipeline.keys:
+        return F.lit(None).cast("array<string>")
+    lookup = F.create_map(
+        *[x for name, cols in pipeline.keys.items() for x in (F.lit(name), F.array(*map(F.lit, cols)))]
+    )
+    db, schema, table = F.col("src_db"), F.col("src_schema"), F.col("src_table")
+    candidates = [
+        F.concat_ws(".", db, schema, table),
+        F.concat_ws(".", db, table),
+        F.concat_ws(".", schema, table),
+        table,
+    ]
+    return F.coalesce(*[F.element_at(lookup, c) for c in candidates])
+
+
+def source_name() -> Column:
+    """``db.schema.table`` of a row, for messages and dead letters."""
+    return F.concat_ws(".", "src_db", "src_schema", "src_table")
+
+
+def mark_applied_offsets(records: DataFrame, spark: SparkSession, ranges: list[OffsetRange]) -> DataFrame:
+    """Flag Kafka records already applied: in a committed offset range, or repeated in this batch."""
+    from pyspark.sql import Window
+
+    first = Window.partitionBy("kafka_topic", "kafka_partition", "kafka_offset").orderBy(
+        "_cdc_file_idx", "_cdc_line"
+    )
+    has_offset = F.col("kafka_offset").isNotNull()
+    repeated = has_offset & (F.row_number().over(first) > 1)
+    flagged = records.withColumn("_cdc_applied", repeated)
+    if not ranges:
+        return flagged
+    applied = spark.createDataFrame(
+        [(r.topic, r.partition, r.min_offset, r.max_offset) for r in ranges],
+        "r_topic string, r_partition int, r_min bigint, r_max bigint",
+    )
+    joined = flagged.join(
+        F.broadcast(applied),
+        (F.col("kafka_topic") == F.col("r_topic"))
+        & (F.col("kafka_partition").eqNullSafe(F.col("r_partition")))
+        & F.col("kafka_offset").between(F.col("r_min"), F.col("r_max")),
+        "left",
+    )
+    return (
+        joined.withColumn("_cdc_applied", F.col("_cdc_applied") | F.col("r_topic").isNotNull())
+        .drop("r_topic", "r_partition", "r_min", "r_max")
+        .dropDuplicates(["_cdc_file_idx", "_cdc_line"])
+    )
+
+
+def resolve_changes(decoded: DataFrame, pipeline: PipelineConfig, batch_id: int) -> DataFrame:
+    """Add target table, key columns, key text and full order; fold every error into ``error``."""
+    keys = F.coalesce(configured_keys(pipeline), F.col("key_names"))
+    raw_key = F.transform(
+        keys, lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k))
+    )
+    missing = F.filter(
+        keys, lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)).isNull()
+    )
+    is_change = F.col("kind").isin(UPSERT, DELETE)
+    key_error = F.when(
+        is_change & (keys.isNull() | (F.size(keys) == 0)),
+        F.concat(
+            F.lit("no key columns known for source table "), source_name(),
+            F.lit(f": add it under keys: in pipeline '{pipeline.name}'"),
+        ),
+    ).when(
+        is_change & (F.size(missing) > 0),
+        F.concat(F.lit("key column '"), F.element_at(missing, 1), F.lit("' is missing from the message")),
+    )
+    applied = F.col("_cdc_applied") if "_cdc_applied" in decoded.columns else F.lit(False)
+    error = F.when(applied, F.lit(None)).otherwise(
+        F.coalesce(F.col("read_error"), F.col("error"), key_error)
+    )
+    position = F.array(
+        F.lit(batch_id).cast("bigint"),
+        F.col("_cdc_file_idx").cast("bigint"),
+        F.col("_cdc_line").cast("bigint"),
+    )
+    return decoded.select(
+        "*",
+        F.when(applied, F.lit(DUPLICATE)).otherwise(F.col("kind")).alias("_cdc_kind"),
+        target_name(pipeline.table).alias("_cdc_target"),
+        source_name().alias("_cdc_source"),
+        keys.alias("_cdc_keys"),
+        F.to_json(raw_key).alias("_cdc_key"),
+        F.concat(F.col("order"), position).alias("_cdc_order"),
+        error.alias("_cdc_error"),
+    )

@@ -1,0 +1,185 @@
+"""Which files and Kafka offsets a pipeline has applied, kept in its ``_cdc_checkpoints`` table.
+
+A batch is a write-ahead plan: its file list is committed (status ``planned``) before any table is
+touched, and one append of ``applied``/``duplicate`` rows plus a ``committed`` row seals it. A run
+that dies in between finds the plan and re-applies exactly those files under the same batch id;
+the ordering guards of ``apply`` make the second application a no-op for what already landed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from cdc_ingest.landing import LandedFile
+from cdc_ingest.tables import CHECKPOINTS, SYSTEM_TABLES, qualified
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PLANNED, APPLIED, DUPLICATE, COMMITTED = "planned", "applied", "duplicate", "committed"
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Kafka offsets of one topic partition applied from one file."""
+
+    topic: str
+    partition: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass
+class CheckpointState:
+    """Everything committed so far for one pipeline."""
+
+    last_batch_id: int = 0
+    seen_files: set[str] = field(default_factory=set)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    offset_ranges: list[OffsetRange] = field(default_factory=list)
+    pending: list[LandedFile] | None = None
+    pending_batch_id: int | None = None
+
+
+@dataclass
+class BatchPlan:
+    """The files one batch applies, in landing order, and the duplicates it skips."""
+
+    batch_id: int
+    files: list[LandedFile]
+    duplicates: dict[str, str] = field(default_factory=dict)
+    resumed: bool = False
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to apply and nothing to record."""
+        return not self.files and not self.duplicates
+
+
+class CheckpointStore:
+    """Reads and writes one pipeline's rows of ``<namespace>._cdc_checkpoints``."""
+
+    def __init__(self, spark: SparkSession, catalog: str, namespace: str, pipeline: str) -> None:
+        self.spark = spark
+        self.pipeline = pipeline
+        self.table = qualified(catalog, namespace, CHECKPOINTS)
+
+    def load(self) -> CheckpointState:
+        """The committed state, and the plan of a batch that was started but not committed."""
+        from pyspark.sql import functions as F
+
+        rows = (
+            self.spark.table(self.table)
+            .where(F.col("pipeline") == self.pipeline)
+            .select("batch_id", "status", "file", "file_idx", "size", "fingerprint",
+                    "kafka_topic", "kafka_partition", "min_offset", "max_offset")
+            .collect()
+        )
+        state = CheckpointState()
+        committed = {r["batch_id"] for r in rows if r["status"] == COMMITTED}
+        planned: dict[int, list[Any]] = {}
+        for r in rows:
+            state.last_batch_id = max(state.last_batch_id, r["batch_id"])
+            if r["status"] == PLANNED and r["batch_id"] not in committed:
+                planned.setdefault(r["batch_id"], []).append(r)
+            if r["batch_id"] not in committed:
+                continue
+            if r["status"] in (APPLIED, DUPLICATE):
+                state.seen_files.add(r["file"])
+                if r["status"] == APPLIED and r["fingerprint"]:
+                    state.fingerprints.setdefault(r["fingerprint"], r["file"])
+            if r["status"] == APPLIED and r["kafka_topic"] is not None:
+                state.offset_ranges.append(
+                    OffsetRange(r["kafka_topic"], r["kafka_partition"], r["min_offset"], r["max_offset"])
+                )
+        if planned:
+            batch_id = max(planned)
+            files = sorted(planned[batch_id], key=lambda r: r["file_idx"])
+            state.pending_batch_id = batch_id
+            state.pending = [LandedFile(r["file"], r["size"], r["fingerprint"]) for r in files]
+        return state
+
+    def plan(self, listing: list[LandedFile], state: CheckpointState) -> BatchPlan:
+        """The next batch: a pending plan if one exists, else every new file not seen before.
+
+        A new file whose content fingerprint matches an applied file (or an earlier file of the
+        same batch) is a duplicate landing under another name and is skipped.
+        """
+        if state.pending is not None and state.pending_batch_id is not None:
+            return BatchPlan(state.pending_batch_id, state.pending, resumed=True)
+        fingerprints = dict(state.fingerprints)
+        files: list[LandedFile] = []
+        duplicates: dict[str, str] = {}
+        for landed in listing:
+            if landed.uri in state.seen_files:
+                continue
+            landed = landed.with_fingerprint()
+            assert landed.fingerprint is not None
+            original = fingerprints.get(landed.fingerprint)
+            if original is not None:
+                duplicates[landed.uri] = original
+                continue
+            fingerprints[landed.fingerprint] = landed.uri
+            files.append(landed)
+        return BatchPlan(state.last_batch_id + 1, files, duplicates)
+
+    def record_planned(self, plan: BatchPlan) -> None:
+        """Commit the batch's file list before any table is changed."""
+        rows = [
+            self._row(plan.batch_id, PLANNED, file=f.uri, file_idx=i, size=f.size,
+                      fingerprint=f.fingerprint)
+            for i, f in enumerate(plan.files)
+        ]
+        self._append(rows, plan.batch_id)
+
+    def record_committed(
+        self,
+        plan: BatchPlan,
+        offsets: list[tuple[int, str, int, int, int, int]],
+        records_per_file: dict[int, int],
+        summary_json: str,
+    ) -> None:
+        """Seal the batch: applied files (with Kafka offset ranges), duplicates, and the summary.
+
+        Args:
+            plan: the batch.
+            offsets: (file_idx, topic, partition, min_offset, max_offset, records) per file and
+                topic partition, for ``envelope: kafka``.
+            records_per_file: records read per file index.
+            summary_json: the run summary.
+        """
+        rows: list[dict[str, Any]] = []
+        with_offsets = {o[0] for o in offsets}
+        for i, f in enumerate(plan.files):
+            base = {"file": f.uri, "file_idx": i, "size": f.size, "fingerprint": f.fingerprint}
+            if i not in with_offsets:
+                rows.append(self._row(plan.batch_id, APPLIED, records=records_per_file.get(i, 0), **base))
+        for file_idx, topic, partition, lo, hi, count in offsets:
+            f = plan.files[file_idx]
+            rows.append(
+                self._row(plan.batch_id, APPLIED, file=f.uri, file_idx=file_idx, size=f.size,
+                          fingerprint=f.fingerprint, kafka_topic=topic, kafka_partition=partition,
+                          min_offset=lo, max_offset=hi, records=count)
+            )
+        for dup, original in plan.duplicates.items():
+            rows.append(self._row(plan.batch_id, DUPLICATE, file=dup, duplicate_of=original))
+        rows.append(self._row(plan.batch_id, COMMITTED, summary=summary_json))
+        self._append(rows, plan.batch_id)
+
+    def _row(self, batch_id: int, status: str, **values: Any) -> dict[str, Any]:
+        return {"pipeline": self.pipeline, "batch_id": batch_id, "status": status,
+                "recorded_at": datetime.now(UTC).replace(tzinfo=None), **values}
+
+    def _append(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        schema = SYSTEM_TABLES[CHECKPOINTS]
+        names = [c.strip().split(" ")[0] for c in schema.split(",")]
+        data = [tuple(r.get(n) for n in names) for r in rows]
+        (
+            self.spark.createDataFrame(data, schema)
+            .writeTo(self.table)
+            .option("snapshot-property.cdc.pipeline", self.pipeline)
+            .option("snapshot-property.cdc.batch-id", str(batch_id))
+            .append()
+        )

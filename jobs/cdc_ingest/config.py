@@ -1,0 +1,229 @@
+"""The pipelines file: one YAML document naming a catalog and the pipelines that feed it.
+
+Loading validates everything a run depends on, so that a typo fails the run at once with one line
+naming the file and the offending key rather than half-way through a Spark job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PIPELINE_NAME = re.compile(r"^[a-z0-9_]+$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENVELOPES = ("none", "kafka")
+TEMPLATE_FIELDS = ("db", "schema", "table")
+
+
+class ConfigError(ValueError):
+    """The pipelines file is missing, malformed, or names something that does not exist."""
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Where the Iceberg tables live: a SQL (JDBC) catalog and its warehouse."""
+
+    name: str
+    uri: str
+    warehouse: str
+
+    @property
+    def jdbc_url(self) -> str:
+        """The catalog URI in the JDBC form Spark's Iceberg JdbcCatalog wants."""
+        if self.uri.startswith("sqlite:///"):
+            return "jdbc:sqlite:" + self.uri[len("sqlite:///") :]
+        match = re.match(r"^postgresql(?:\+\w+)?://(?:([^:@/]+)(?::([^@/]*))?@)?(.+)$", self.uri)
+        if match:
+            return "jdbc:postgresql://" + match.group(3)
+        raise ConfigError(f"catalog.uri {self.uri!r}: only sqlite:/// and postgresql:// are supported")
+
+    @property
+    def jdbc_credentials(self) -> tuple[str | None, str | None]:
+        """User and password embedded in a PostgreSQL URI, if any."""
+        match = re.match(r"^postgresql(?:\+\w+)?://([^:@/]+)(?::([^@/]*))?@", self.uri)
+        return (match.group(1), match.group(2)) if match else (None, None)
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """How Airflow submits the job: the Spark connection and extra Spark settings."""
+
+    conn_id: str = "spark_local"
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """One landing zone, decoded with one format, mirrored into one namespace."""
+
+    name: str
+    format: str
+    landing: str
+    namespace: str
+    envelope: str = "none"
+    table: str = "{table}"
+    keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    schedule: str | None = None
+    retries: int = 2
+
+    def keys_for(self, db: str | None, schema: str | None, table: str | None) -> tuple[str, ...]:
+        """Configured key columns for a source table, most qualified name first."""
+        candidates = [
+            ".".join(p for p in (db, schema, table) if p),
+            ".".join(p for p in (db, table) if p),
+            ".".join(p for p in (schema, table) if p),
+            table or "",
+        ]
+        for name in candidates:
+            if name and name in self.keys:
+                return self.keys[name]
+        return ()
+
+
+@dataclass(frozen=True)
+class Config:
+    """A parsed pipelines file."""
+
+    path: Path
+    catalog: CatalogConfig
+    pipelines: tuple[PipelineConfig, ...]
+    spark: SparkConfig = field(default_factory=SparkConfig)
+
+    def pipeline(self, name: str) -> PipelineConfig:
+        """The pipeline called ``name``, or a ConfigError listing the ones that exist."""
+        for pipeline in self.pipelines:
+            if pipeline.name == name:
+                return pipeline
+        known = ", ".join(p.name for p in self.pipelines) or "none"
+        raise ConfigError(f"{self.path}: no pipeline named {name!r} (pipelines: {known})")
+
+
+def _require(mapping: dict[str, Any], key: str, where: str) -> Any:
+    if key not in mapping or mapping[key] in (None, ""):
+        raise ConfigError(f"{where}: missing required key {key!r}")
+    return mapping[key]
+
+
+def _parse_keys(raw: Any, where: str) -> dict[str, tuple[str, ...]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}.keys: expected a mapping of table -> [columns], got {raw!r}")
+    keys: dict[str, tuple[str, ...]] = {}
+    for table, columns in raw.items():
+        if isinstance(columns, str):
+            columns = [columns]
+        if not isinstance(columns, list) or not columns or not all(
+            isinstance(c, str) and c for c in columns
+        ):
+            raise ConfigError(f"{where}.keys.{table}: expected a non-empty list of column names")
+        keys[str(table)] = tuple(columns)
+    return keys
+
+
+def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) -> PipelineConfig:
+    where = f"{path}: pipelines[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    name = str(_require(raw, "name", where))
+    where = f"{path}: pipeline {name!r}"
+    if not PIPELINE_NAME.match(name):
+        raise ConfigError(f"{where}: name must match [a-z0-9_]+")
+    fmt = str(_require(raw, "format", where))
+    if fmt not in formats:
+        raise ConfigError(f"{where}: unknown format {fmt!r} (known: {', '.join(formats)})")
+    landing = str(_require(raw, "landing", where))
+    if not (landing.startswith("file://") or landing.startswith("s3://")):
+        raise ConfigError(f"{where}: landing {landing!r} must be a file:// or s3:// URI")
+    envelope = str(raw.get("envelope", "none"))
+    if envelope not in ENVELOPES:
+        raise ConfigError(f"{where}: envelope {envelope!r} must be one of {', '.join(ENVELOPES)}")
+    namespace = str(_require(raw, "namespace", where))
+    if not IDENTIFIER.match(namespace):
+        raise ConfigError(f"{where}: namespace {namespace!r} is not a valid identifier")
+    table = str(raw.get("table", "{table}"))
+    for placeholder in re.findall(r"{([^}]*)}", table):
+        if placeholder not in TEMPLATE_FIELDS:
+            raise ConfigError(
+                f"{where}: table template {table!r} uses {{{placeholder}}}; "
+                f"allowed: {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
+            )
+    retries = raw.get("retries", 2)
+    if not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"{where}: retries must be a non-negative integer")
+    schedule = raw.get("schedule")
+    return PipelineConfig(
+        name=name,
+        format=fmt,
+        landing=landing.rstrip("/"),
+        namespace=namespace,
+        envelope=envelope,
+        table=table,
+        keys=_parse_keys(raw.get("keys"), where),
+        schedule=None if schedule in (None, "", "none", "None") else str(schedule),
+        retries=retries,
+    )
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a pipelines file.
+
+    Args:
+        path: the YAML file.
+
+    Returns:
+        The parsed configuration.
+
+    Raises:
+        ConfigError: with one line naming the file and what is wrong in it.
+    """
+    from cdc_ingest.formats import format_names
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file ({exc.strerror or exc})") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with 'catalog' and 'pipelines'")
+    catalog_raw = raw.get("catalog")
+    if not isinstance(catalog_raw, dict):
+        raise ConfigError(f"{path}: missing 'catalog' mapping (uri, warehouse)")
+    catalog = CatalogConfig(
+        name=str(catalog_raw.get("name", "lake")),
+        uri=str(_require(catalog_raw, "uri", f"{path}: catalog")),
+        warehouse=str(_require(catalog_raw, "warehouse", f"{path}: catalog")),
+    )
+    if not IDENTIFIER.match(catalog.name):
+        raise ConfigError(f"{path}: catalog.name {catalog.name!r} is not a valid identifier")
+    try:
+        _ = catalog.jdbc_url
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    pipelines_raw = raw.get("pipelines")
+    if not isinstance(pipelines_raw, list) or not pipelines_raw:
+        raise ConfigError(f"{path}: 'pipelines' must be a non-empty list")
+    formats = format_names()
+    pipelines = tuple(
+        _parse_pipeline(p, i, path, formats) for i, p in enumerate(pipelines_raw)
+    )
+    names = [p.name for p in pipelines]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise ConfigError(f"{path}: pipeline names must be unique: {', '.join(duplicated)}")
+    spark_raw = raw.get("spark") or {}
+    if not isinstance(spark_raw, dict):
+        raise ConfigError(f"{path}: 'spark' must be a mapping (conn_id, conf)")
+    spark = SparkConfig(
+        conn_id=str(spark_raw.get("conn_id", "spark_local")),
+        conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()},
+    )
+    return Config(path=path, catalog=catalog, pipelines=pipelines, spark=spark)

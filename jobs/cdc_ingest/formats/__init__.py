@@ -1,0 +1,47 @@
+"""The format registry: one decoder module per vendor format.
+
+Adding a format is one module with a :class:`~cdc_ingest.formats.base.Decoder` subclass, one line in
+``FORMATS`` and one fixture folder under ``tests/fixtures/``. Modules are imported lazily so that
+reading a config (as Airflow does at DAG parse time) never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cdc_ingest.formats.base import Decoder
+
+FORMATS: dict[str, str] = {
+    "lindorm": "cdc_ingest.formats.lindorm:LindormDecoder",
+    "arcion": "cdc_ingest.formats.arcion:ArcionDecoder",
+    "debezium-json": "cdc_ingest.formats.debezium_json:DebeziumJsonDecoder",
+}
+
+
+def format_names() -> tuple[str, ...]:
+    """Names a pipeline's ``format`` may take."""
+    return tuple(FORMATS)
+
+
+def load_decoder(name: str) -> Decoder:
+    """An instance of the decoder registered under ``name``.
+
+    Raises:
+        KeyError: for an unregistered name, listing the registered ones.
+    """
+    try:
+        target = FORMATS[name]
+    except KeyError:
+        raise KeyError(f"unknown format {name!r} (known: {', '.join(FORMATS)})") from None
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(
+            f"format {name!r} needs pyspark: install the package with its dependencies "
+            f"(pip install cdc-ingest) ({exc})"
+        ) from exc
+    decoder: Decoder = getattr(module, class_name)()
+    return decoder

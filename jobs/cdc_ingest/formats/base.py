@@ -1,0 +1,101 @@
+"""The contract between a vendor decoder and the rest of the job.
+
+A decoder turns landed records (one row per Kafka record, ``key`` and ``value`` as JSON text) into
+*changes*: the same rows with the columns in ``CHANGE_COLUMNS`` added, computed with Spark column
+expressions only. Everything vendor-specific (where the table name, operation, key, row image and
+ordering value live) stays in the decoder; typing, collapsing and applying are shared.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+# What a decoder adds to each record:
+#   src_db, src_schema, src_table  where the change happened (strings, db/schema may be null)
+#   op           the vendor's operation name, as written in the message
+#   kind         one of KINDS: what the change means for the mirrored table
+#   order        array<bigint>: the vendor ordering value, compared element by element
+#   image        map<string,string>: the row after (upserts) or before (deletes), JSON values as text
+#   key_names    array<string>: key columns the message itself names, or null
+#   key_values   map<string,string>: key values carried outside the image (e.g. a Kafka key), or null
+#   schema_hint  string: whatever the decoder needs to type the image's columns (see type_hint)
+#   error        string: why the record cannot be applied; such records become dead letters
+CHANGE_COLUMNS = (
+    "src_db",
+    "src_schema",
+    "src_table",
+    "op",
+    "kind",
+    "order",
+    "image",
+    "key_names",
+    "key_values",
+    "schema_hint",
+    "error",
+)
+
+UPSERT = "upsert"
+DELETE = "delete"
+NOOP = "noop"
+DDL = "ddl"
+KINDS = (UPSERT, DELETE, NOOP, DDL)
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    """How to turn a column's JSON text into a typed Spark value.
+
+    Attributes:
+        spark_type: the Spark SQL type of the mirrored column (``bigint``, ``decimal(20,0)``…).
+        encoding: how the JSON text encodes it: ``plain`` (a cast), ``base64`` (binary),
+            ``epoch_days``/``epoch_millis``/``epoch_micros``/``epoch_nanos`` (dates and
+            timestamps as numbers), ``connect_decimal`` (Kafka Connect's Base64 unscaled bytes).
+        scale: the decimal scale for ``connect_decimal``.
+    """
+
+    spark_type: str
+    encoding: str = "plain"
+    scale: int = 0
+
+
+@dataclass(frozen=True)
+class TypeHint:
+    """Column types a message declares (e.g. a Kafka Connect schema).
+
+    Attributes:
+        columns: declared types by column name.
+        default: the type of columns not listed (e.g. HBase cells are all bytes), or None to infer.
+    """
+
+    columns: dict[str, ColumnType] = field(default_factory=dict)
+    default: ColumnType | None = None
+
+
+class Decoder(ABC):
+    """One vendor format."""
+
+    name: ClassVar[str]
+    #: JSON paths of the row image inside a message, tried in order, for inferring column types
+    #: from sample messages when the message declares none.
+    image_json_paths: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def decode(self, records: DataFrame) -> DataFrame:
+        """Add the ``CHANGE_COLUMNS`` to landed records.
+
+        Args:
+            records: one row per Kafka record with at least ``key`` and ``value`` (JSON text, or
+                the string itself for a JSON string, or null).
+
+        Returns:
+            ``records`` with every column of ``CHANGE_COLUMNS`` added.
+        """
+
+    def type_hint(self, schema_hint: str) -> TypeHint | None:
+        """Column types declared by one distinct ``schema_hint`` value, or None to infer them."""
+        return None

@@ -1,0 +1,153 @@
+"""The Debezium envelope, shared by Lindorm, Arcion and generic Debezium JSON.
+
+A message is either ``{"schema": …, "payload": {op, before, after, source, ts_ms}}`` or the payload
+alone. Both shapes are parsed by one ``from_json`` call; row images are parsed as
+``map<string,string>`` so that any table's columns decode without knowing its schema up front.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from cdc_ingest.formats.base import DELETE, DDL, NOOP, UPSERT, Decoder, TypeHint
+from cdc_ingest.formats.connect_schema import type_hint_from_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+# Scalars are read as strings: a number sent as a string (or the reverse) must not make Spark
+# discard the whole message as corrupt.
+PAYLOAD_FIELDS = (
+    "op string, ts_ms string, before map<string,string>, after map<string,string>, "
+    "source map<string,string>, ddl string"
+)
+ENVELOPE_SCHEMA = f"schema string, payload struct<{PAYLOAD_FIELDS}>, {PAYLOAD_FIELDS}, _corrupt string"
+JSON_OPTIONS = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
+KEY_SCHEMA = "map<string,string>"
+
+OPS = {"c": UPSERT, "u": UPSERT, "r": UPSERT, "d": DELETE, "t": NOOP, "m": NOOP}
+INITIAL_SNAPSHOT = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection")
+
+
+def number(column: Column) -> Column:
+    """A long, or -1 where absent, so that ordering arrays never hold nulls."""
+    return F.coalesce(column.cast("bigint"), F.lit(-1).cast("bigint"))
+
+
+def shape_error(value: Column, fmt: str) -> Column:
+    """Why a value that Spark could not read as the envelope is unusable."""
+    return F.when(
+        F.get_json_object(value, "$").isNull(), F.lit("line is not valid JSON")
+    ).otherwise(
+        F.lit(f"not a {fmt} message: expected a JSON object with op/before/after/source "
+              "(before, after and source must be objects)")
+    )
+
+
+class DebeziumFamilyDecoder(Decoder):
+    """Shared decoding of Debezium-shaped messages; subclasses choose table names and ordering."""
+
+    image_json_paths: ClassVar[tuple[str, ...]] = (
+        "$.payload.after", "$.after", "$.payload.before", "$.before",
+    )
+    #: source field holding the schema (Postgres schema, Lindorm namespace…)
+    schema_field: ClassVar[str] = "schema"
+
+    def order(self, source: Column, envelope_ts: Column) -> Column:
+        """Debezium's order: initial snapshot first, then source time, binlog/LSN/SCN position."""
+        snapshot = F.lower(source.getItem("snapshot"))
+        return F.array(
+            F.when(snapshot.isin(*INITIAL_SNAPSHOT), F.lit(0)).otherwise(F.lit(1)).cast("bigint"),
+            number(source.getItem("ts_ms")),
+            number(F.regexp_extract(source.getItem("file"), r"(\d+)$", 1)),
+            number(source.getItem("pos")),
+            number(source.getItem("row")),
+            number(source.getItem("lsn")),
+            number(source.getItem("scn")),
+            number(source.getItem("event_serial_no")),
+            number(envelope_ts),
+        )
+
+    def message_keys(self, image: Column) -> tuple[Column, Column]:
+        """Key column names and values the message carries besides the configured ones."""
+        return F.lit(None).cast("array<string>"), F.lit(None).cast("map<string,string>")
+
+    def schema_hint(self, envelope_schema: Column, image: Column) -> Column:
+        """The text ``type_hint`` reads: the Connect schema, when it is more than ``{}``."""
+        trimmed = F.regexp_replace(envelope_schema, r"\s", "")
+        return F.when(trimmed.isin("{}", "null") | trimmed.isNull(), F.lit(None)).otherwise(
+            envelope_schema
+        )
+
+    def is_tombstone(self, value: Column) -> Column:
+        """A record that only marks a deleted key for log compaction."""
+        return value.isNull()
+
+    def decode(self, records: DataFrame) -> DataFrame:
+        value = F.col("value")
+        m = F.from_json(value, ENVELOPE_SCHEMA, JSON_OPTIONS)
+        parsed = records.withColumn("_m", m)
+        m = F.col("_m")
+        p = m.getField("payload")
+
+        def pick(name: str) -> Column:
+            return F.coalesce(p.getField(name), m.getField(name))
+
+        op = F.lower(pick("op"))
+        before, after, source = pick("before"), pick("after"), pick("source")
+        kind = F.coalesce(
+            F.element_at(F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv]), op),
+            F.when(pick("ddl").isNotNull(), F.lit(DDL)),
+        )
+        image = F.when(kind == DELETE, before).otherwise(after)
+        key_names, key_values = self.message_keys(image)
+        tombstone = self.is_tombstone(value)
+        table = source.getItem("table")
+        error = (
+            F.when(tombstone, F.lit(None))
+            .when(m.getField("_corrupt").isNotNull(), shape_error(value, self.name))
+            .when(op.isNull() & pick("ddl").isNull(), F.lit("message has no op (payload.op)"))
+            .when(kind.isNull(), F.concat(F.lit("unknown op '"), pick("op"), F.lit("'")))
+            .when(kind.isin(NOOP, DDL), F.lit(None))
+            .when(table.isNull(), F.lit("message names no source table (source.table)"))
+            .when(
+                (kind == UPSERT) & after.isNull(),
+                F.concat(F.lit("op '"), op, F.lit("' message has no after image")),
+            )
+            .when(
+                (kind == DELETE) & before.isNull() & key_values.isNull(),
+                F.lit(
+                    'The "before" field of DELETE message is null: the deleted key is unknown. '
+                    "With the Debezium Postgres connector set the table's REPLICA IDENTITY to "
+                    "FULL, or land the Kafka key with envelope: kafka"
+                ),
+            )
+        )
+        return parsed.select(
+            *records.columns,
+            source.getItem("db").alias("src_db"),
+            source.getItem(self.schema_field).alias("src_schema"),
+            table.alias("src_table"),
+            F.when(tombstone, F.lit("tombstone")).otherwise(pick("op")).alias("op"),
+            F.when(tombstone, F.lit(NOOP)).otherwise(kind).alias("kind"),
+            self.order(source, pick("ts_ms")).alias("order"),
+            image.alias("image"),
+            key_names.alias("key_names"),
+            key_values.alias("key_values"),
+            self.schema_hint(m.getField("schema"), image).alias("schema_hint"),
+            error.alias("error"),
+        )
+
+    def type_hint(self, schema_hint: str) -> TypeHint | None:
+        return type_hint_from_schema(schema_hint)
+
+
+def kafka_key_values(key: Column) -> Column:
+    """Key columns from a Kafka key: ``{"schema":…,"payload":{…}}`` or a flat object, else null."""
+    outer = F.from_json(key, KEY_SCHEMA)
+    wrapped = outer.getItem("payload").isNotNull() & F.map_contains_key(outer, "schema")
+    values = F.when(wrapped, F.from_json(outer.getItem("payload"), KEY_SCHEMA)).otherwise(outer)
+    return F.when(F.size(F.coalesce(values, F.create_map())) > 0, values)

@@ -1,0 +1,132 @@
+"""Spark sessions wired to the Iceberg runtime and a JDBC catalog.
+
+The Iceberg runtime jar comes from the pinned ``snowpark-connect-deps-iceberg`` wheel and the JDBC
+drivers from Debian's packages (or CDC_INGEST_JDBC_JARS); both are located at run time so nothing
+depends on a hard-coded site-packages path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdc_ingest.config import CatalogConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ICEBERG_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+ICEBERG_PACKAGE = "snowpark_connect_deps_iceberg"
+JDBC_JAR_CANDIDATES = ("/usr/share/java/sqlite-jdbc.jar", "/usr/share/java/postgresql.jar")
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+class EnvironmentProblem(RuntimeError):
+    """Something the job needs on this machine (a jar, Java) is missing."""
+
+
+def iceberg_runtime_jar() -> str:
+    """Path of the Iceberg Spark runtime jar shipped by the pinned wheel."""
+    override = os.environ.get("CDC_INGEST_ICEBERG_JAR")
+    if override:
+        return override
+    spec = importlib.util.find_spec(ICEBERG_PACKAGE)
+    roots = []
+    if spec and spec.submodule_search_locations:
+        roots = [Path(p) for p in spec.submodule_search_locations]
+    elif spec and spec.origin:
+        roots = [Path(spec.origin).parent]
+    for root in roots:
+        for candidate in (root / "jars" / ICEBERG_JAR_NAME, *root.rglob(ICEBERG_JAR_NAME)):
+            if candidate.is_file():
+                return str(candidate)
+    raise EnvironmentProblem(
+        f"{ICEBERG_JAR_NAME} not found: install snowpark-connect-deps-iceberg==1.0.2 "
+        "(or set CDC_INGEST_ICEBERG_JAR)"
+    )
+
+
+def jdbc_jars() -> list[str]:
+    """JDBC driver jars for the catalog database (SQLite and, if installed, PostgreSQL)."""
+    override = os.environ.get("CDC_INGEST_JDBC_JARS")
+    if override:
+        return [j for j in override.split(",") if j]
+    jars = [j for j in JDBC_JAR_CANDIDATES if Path(j).is_file()]
+    if not jars:
+        raise EnvironmentProblem(
+            "no JDBC driver for the Iceberg catalog: apt-get install libxerial-sqlite-jdbc-java "
+            "(or set CDC_INGEST_JDBC_JARS)"
+        )
+    return jars
+
+
+def job_jars() -> list[str]:
+    """Every jar the ingestion job needs on the Spark classpath."""
+    return [iceberg_runtime_jar(), *jdbc_jars()]
+
+
+def catalog_conf(catalog: CatalogConfig) -> dict[str, str]:
+    """Spark settings that register ``catalog`` as an Iceberg JDBC catalog."""
+    prefix = f"spark.sql.catalog.{catalog.name}"
+    conf = {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": catalog.jdbc_url,
+        f"{prefix}.warehouse": catalog.warehouse,
+        # pyiceberg's SqlCatalog reads and writes the V1 layout (with iceberg_type).
+        f"{prefix}.jdbc.schema-version": "V1",
+    }
+    user, password = catalog.jdbc_credentials
+    if user:
+        conf[f"{prefix}.jdbc.user"] = user
+    if password:
+        conf[f"{prefix}.jdbc.password"] = password
+    return conf
+
+
+def session_conf() -> dict[str, str]:
+    """Settings the job relies on regardless of catalog."""
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    return {
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        # Epoch values from CDC messages are UTC instants; keep Spark from shifting them.
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": os.environ.get("CDC_INGEST_SHUFFLE_PARTITIONS", "8"),
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.pyspark.python": python,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+
+
+def configure_catalog(spark: SparkSession, catalog: CatalogConfig) -> None:
+    """Register (or re-point) a catalog on a running session; catalogs load lazily by name."""
+    for key, value in catalog_conf(catalog).items():
+        spark.conf.set(key, value)
+
+
+def build_session(catalog: CatalogConfig, app_name: str = "cdc-ingest") -> SparkSession:
+    """The job's Spark session: local[*] unless spark-submit or SPARK_MASTER says otherwise."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit the master and jars are already set; on a bare interpreter start local.
+    if "SPARK_ENV_LOADED" not in os.environ and "spark.master" not in _submitted_conf():
+        builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
+        builder = builder.config("spark.jars", ",".join(job_jars()))
+        builder = builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "4g"))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for key, value in {**session_conf(), **catalog_conf(catalog)}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("CDC_INGEST_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def _submitted_conf() -> dict[str, str]:
+    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return {"spark.master": "set"} if "--master" in args else {}

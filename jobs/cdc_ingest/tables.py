@@ -1,0 +1,117 @@
+"""Iceberg tables the job owns: mirrored targets and the pipeline's ``_cdc_`` system tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cdc_ingest.formats.base import ColumnType
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# Row-level changes are written as delete files (merge-on-read): a micro-batch touching a few rows
+# must not rewrite whole data files.
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+}
+
+# Columns the product adds to every mirrored table.
+ORDER_COLUMN = "_cdc_order"
+SYSTEM_COLUMNS: dict[str, str] = {
+    ORDER_COLUMN: "array<bigint>",  # ordering value of the change that wrote the row
+    "_cdc_op": "string",  # that change's vendor operation
+    "_cdc_batch_id": "bigint",  # the micro-batch that wrote it
+}
+
+DEAD_LETTERS = "_cdc_dead_letters"
+CHECKPOINTS = "_cdc_checkpoints"
+TOMBSTONES = "_cdc_tombstones"
+
+SYSTEM_TABLES: dict[str, str] = {
+    DEAD_LETTERS: (
+        "pipeline string, batch_id bigint, file string, line bigint, kafka_topic string, "
+        "kafka_partition int, kafka_offset bigint, source_table string, target_table string, "
+        "reason string, raw string, recorded_at timestamp"
+    ),
+    CHECKPOINTS: (
+        "pipeline string, batch_id bigint, status string, file string, file_idx int, "
+        "size bigint, fingerprint string, duplicate_of string, kafka_topic string, "
+        "kafka_partition int, min_offset bigint, max_offset bigint, records bigint, "
+        "summary string, recorded_at timestamp"
+    ),
+    # Keys deleted from a mirrored table, with the ordering value of the delete, so that a late
+    # older insert cannot resurrect them.
+    TOMBSTONES: f"target_table string, key string, {ORDER_COLUMN} array<bigint>, batch_id bigint",
+}
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier, backquoted."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def qualified(catalog: str, namespace: str, table: str) -> str:
+    """``catalog.namespace.table``, each part quoted."""
+    return ".".join(quote(p) for p in (catalog, namespace, table))
+
+
+def _properties() -> str:
+    return ", ".join(f"'{k}'='{v}'" for k, v in TABLE_PROPERTIES.items())
+
+
+def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
+    """Create the namespace if it does not exist yet."""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(catalog)}.{quote(namespace)}")
+
+
+def ensure_system_tables(spark: SparkSession, catalog: str, namespace: str) -> None:
+    """Create the pipeline's ``_cdc_`` tables that do not exist yet."""
+    ensure_namespace(spark, catalog, namespace)
+    existing = table_names(spark, catalog, namespace)
+    for name, columns in SYSTEM_TABLES.items():
+        if name not in existing:
+            spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {qualified(catalog, namespace, name)} ({columns}) "
+                f"USING iceberg TBLPROPERTIES ({_properties()})"
+            )
+
+
+def table_names(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
+    """Names of the tables in a namespace."""
+    rows = spark.sql(f"SHOW TABLES IN {quote(catalog)}.{quote(namespace)}").collect()
+    return {row["tableName"] for row in rows}
+
+
+def table_columns(spark: SparkSession, identifier: str) -> dict[str, str]:
+    """Column name to Spark SQL type of an existing table."""
+    schema = spark.table(identifier).schema
+    return {f.name: f.dataType.simpleString() for f in schema.fields}
+
+
+def create_target(
+    spark: SparkSession,
+    identifier: str,
+    columns: dict[str, ColumnType],
+    keys: tuple[str, ...],
+) -> None:
+    """Create a mirrored table: source columns, the ``_cdc_`` columns, the key as identifier."""
+    definitions = [
+        f"{quote(name)} {ctype.spark_type}{' NOT NULL' if name in keys else ''}"
+        for name, ctype in columns.items()
+    ]
+    definitions += [f"{quote(name)} {stype}" for name, stype in SYSTEM_COLUMNS.items()]
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {identifier} ({', '.join(definitions)}) "
+        f"USING iceberg TBLPROPERTIES ({_properties()})"
+    )
+    spark.sql(f"ALTER TABLE {identifier} SET IDENTIFIER FIELDS {', '.join(quote(k) for k in keys)}")
+
+
+def add_columns(spark: SparkSession, identifier: str, columns: dict[str, ColumnType]) -> None:
+    """Add nullable columns that newer messages carry."""
+    if columns:
+        added = ", ".join(f"{quote(n)} {c.spark_type}" for n, c in columns.items())
+        spark.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({added})")

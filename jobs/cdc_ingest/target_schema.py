@@ -1,0 +1,153 @@
+"""The columns, types and key of each target table a batch writes.
+
+Types come, in this order, from the existing table, from what messages declare (a Connect schema),
+and otherwise from Spark's JSON inference over a sample of the batch's row images. New tables are
+created and new columns added before anything is merged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from cdc_ingest.apply import TargetTable
+from cdc_ingest.formats.base import ColumnType, Decoder, TypeHint
+from cdc_ingest.tables import (
+    SYSTEM_COLUMNS,
+    TOMBSTONES,
+    add_columns,
+    create_target,
+    qualified,
+    table_columns,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+INFERENCE_SAMPLE = 10_000
+KEYS_PROPERTY = "cdc.keys"
+
+
+@dataclass
+class TargetInventory:
+    """What the batch's messages say about one target table."""
+
+    name: str
+    keys: tuple[str, ...] = ()
+    columns: list[str] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+
+    def add_columns(self, names: list[str]) -> None:
+        """Record column names in first-seen order."""
+        seen = set(self.columns)
+        self.columns += [n for n in names if n not in seen and not seen.add(n)]  # type: ignore[func-returns-value]
+
+
+def inferred_type(data_type: T.DataType) -> ColumnType:
+    """The column type for a type Spark's JSON inference found."""
+    if isinstance(data_type, T.LongType | T.IntegerType):
+        return ColumnType("bigint")
+    if isinstance(data_type, T.DoubleType | T.FloatType):
+        return ColumnType("double")
+    if isinstance(data_type, T.BooleanType):
+        return ColumnType("boolean")
+    if isinstance(data_type, T.DecimalType):
+        return ColumnType(f"decimal(38,{data_type.scale})")
+    return ColumnType("string")
+
+
+def infer_types(
+    spark: SparkSession, records: DataFrame, decoder: Decoder, target: str, wanted: set[str]
+) -> dict[str, ColumnType]:
+    """Infer column types from a sample of row images, as Spark's JSON reader would."""
+    image = F.coalesce(*[F.get_json_object("value", p) for p in decoder.image_json_paths])
+    sample = [
+        r[0]
+        for r in records.where((F.col("_cdc_target") == target) & F.col("_cdc_error").isNull())
+        .select(image)
+        .where(image.isNotNull())
+        .limit(INFERENCE_SAMPLE)
+        .collect()
+    ]
+    if not sample:
+        return {}
+    schema = spark.read.json(spark.sparkContext.parallelize(sample, 1)).schema
+    return {f.name: inferred_type(f.dataType) for f in schema.fields if f.name in wanted}
+
+
+def _declared(hints: list[TypeHint]) -> tuple[dict[str, ColumnType], ColumnType | None]:
+    declared: dict[str, ColumnType] = {}
+    default = None
+    for hint in hints:
+        for name, ctype in hint.columns.items():
+            declared.setdefault(name, ctype)
+        default = default or hint.default
+    return declared, default
+
+
+def _table_keys(spark: SparkSession, identifier: str) -> tuple[str, ...]:
+    rows = spark.sql(f"SHOW TBLPROPERTIES {identifier}").collect()
+    props = {r["key"]: r["value"] for r in rows}
+    value = props.get(KEYS_PROPERTY, "")
+    return tuple(k for k in value.split(",") if k)
+
+
+def prepare_target(
+    spark: SparkSession,
+    catalog: str,
+    namespace: str,
+    existing_tables: set[str],
+    inventory: TargetInventory,
+    decoder: Decoder,
+    records: DataFrame,
+) -> tuple[TargetTable, bool]:
+    """Create or extend the target table; returns it and whether it was created."""
+    identifier = qualified(catalog, namespace, inventory.name)
+    hints = [h for h in (decoder.type_hint(text) for text in inventory.hints) if h is not None]
+    declared, default = _declared(hints)
+    # Declared columns come first, in the schema's order.
+    columns = [c for c in declared if c in inventory.columns or not inventory.columns]
+    columns += [c for c in inventory.columns if c not in columns]
+    columns += [k for k in inventory.keys if k not in columns]
+    existing: dict[str, str] = {}
+    created = inventory.name not in existing_tables
+    if not created:
+        existing = {
+            n: t for n, t in table_columns(spark, identifier).items() if n not in SYSTEM_COLUMNS
+        }
+    types: dict[str, ColumnType] = {}
+    for name, stype in existing.items():
+        hinted = declared.get(name) or default
+        same = hinted is not None and hinted.spark_type == stype
+        types[name] = hinted if same and hinted else ColumnType(stype)
+    new = [c for c in columns if c not in existing]
+    for name in new:
+        if name in declared:
+            types[name] = declared[name]
+        elif default is not None:
+            types[name] = default
+    undeclared = {c for c in new if c not in types}
+    if undeclared:
+        inferred = infer_types(spark, records, decoder, inventory.name, undeclared)
+        for name in new:
+            if name in undeclared:
+                types[name] = inferred.get(name, ColumnType("string"))
+    keys = inventory.keys
+    if created:
+        ordered = {c: types[c] for c in columns}
+        create_target(spark, identifier, ordered, keys)
+        spark.sql(f"ALTER TABLE {identifier} SET TBLPROPERTIES ('{KEYS_PROPERTY}'='{','.join(keys)}')")
+    else:
+        keys = _table_keys(spark, identifier) or keys
+        add_columns(spark, identifier, {c: types[c] for c in new})
+    target = TargetTable(
+        name=inventory.name,
+        identifier=identifier,
+        keys=keys,
+        columns=types,
+        tombstones=qualified(catalog, namespace, TOMBSTONES),
+    )
+    return target, created
