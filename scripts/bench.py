@@ -1,0 +1,396 @@
+"""Throughput benchmark: cdc-ingest end to end against a bare Spark JSON parse of the same files.
+
+    .venv/bin/python scripts/bench.py [--messages N] [--files F] [--workdir DIR]
+
+Generates N Lindorm (Debezium envelope) messages for one ``customers`` table under
+``<workdir>/landing/`` (deterministic; reused when ``<workdir>/manifest.json`` matches), then in one
+Spark session times (a) a baseline ``read.text`` + ``from_json`` + aggregate, after one warm-up run,
+and (b) ``run_pipeline`` on a fresh catalog under ``<workdir>/run/``. Prints both rates, their ratio
+against the 2.0x target, a per-phase breakdown of the pipeline run and the run summary.
+
+Exit status: 0 whatever the ratio; 1 when the run summary does not add up (lines != messages +
+dead letters, lines != N, or per-table counts other than what the generator produced).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "jobs") not in sys.path:
+    sys.path.insert(0, str(REPO / "jobs"))
+
+from cdc_ingest.config import CatalogConfig, load_config  # noqa: E402
+from cdc_ingest.summary import RunSummary  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+GENERATOR_VERSION = 1
+DEFAULT_SEED = 20160609
+TARGET_RATIO = 2.0
+BASE_TS_MS = 1465491411807
+BASELINE_SCHEMA = (
+    "schema string, payload struct<op string, ts_ms string, before map<string,string>, "
+    "after map<string,string>, source map<string,string>>"
+)
+FIRST = ("Ada", "Bo", "Chen", "Dana", "Emil", "Fang", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lin")
+LAST = ("Wang", "Li", "Zhang", "Liu", "Smith", "Garcia", "Novak", "Okafor", "Sato", "Kim")
+CITIES = ("Hangzhou", "Beijing", "Shanghai", "Shenzhen", "Chengdu", "Singapore", "Frankfurt")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the generator wrote, and so what one batch over all of it must report."""
+
+    inserts: int
+    updates: int
+    deletes: int
+    live_keys: int  # keys whose last change is an insert or update: rows in the table
+
+    @property
+    def messages(self) -> int:
+        return self.inserts + self.updates + self.deletes
+
+
+# --------------------------------------------------------------------------- data generation
+
+
+def _image(rng: random.Random, key: int) -> str:
+    first, last = rng.choice(FIRST), rng.choice(LAST)
+    cents = rng.randrange(100, 10_000_000)
+    return (
+        f'{{"id":"{key}","name":"{first} {last}","email":"{first.lower()}.{last.lower()}{key}'
+        f'@example.com","amount":{cents // 100}.{cents % 100:02d},"city":"{rng.choice(CITIES)}"}}'
+    )
+
+
+def _message(op: str, ts: int, before: str, after: str) -> str:
+    return (
+        f'{{"schema":{{}},"payload":{{"op":"{op}","ts_ms":{ts + 8},"before":{before},'
+        f'"after":{after},"source":{{"version":"v1.0","db":"ld-bench","namespace":"default",'
+        f'"table":"customers","ts_ms":{ts}}}}}}}'
+    )
+
+
+def generate(landing: Path, messages: int, files: int, seed: int) -> Expected:
+    """Write ``messages`` lines over ``files`` files: ~50% inserts, ~40% updates, ~10% deletes."""
+    rng = random.Random(seed)
+    live: list[int] = []
+    images: dict[int, str] = {}
+    counts = {"c": 0, "u": 0, "d": 0}
+    next_key = 1000
+    if landing.exists():
+        shutil.rmtree(landing)
+    landing.mkdir(parents=True)
+    bounds = [messages * i // files for i in range(files + 1)]
+    for f in range(files):
+        lines: list[str] = []
+        for i in range(bounds[f], bounds[f + 1]):
+            ts = BASE_TS_MS + i
+            draw = rng.random()
+            if draw < 0.5 or not live:
+                key, next_key = next_key, next_key + 1
+                image = _image(rng, key)
+                images[key] = image
+                live.append(key)
+                lines.append(_message("c", ts, "null", image))
+                counts["c"] += 1
+            elif draw < 0.9:
+                key = live[rng.randrange(len(live))]
+                before, after = images[key], _image(rng, key)
+                images[key] = after
+                lines.append(_message("u", ts, before, after))
+                counts["u"] += 1
+            else:
+                j = rng.randrange(len(live))
+                key = live[j]
+                live[j] = live[-1]
+                live.pop()
+                lines.append(_message("d", ts, images.pop(key), "null"))
+                counts["d"] += 1
+        lines.append("")
+        (landing / f"part-{f:05d}.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    return Expected(counts["c"], counts["u"], counts["d"], len(live))
+
+
+def prepare_data(workdir: Path, messages: int, files: int, seed: int) -> tuple[Expected, bool]:
+    """The data for these parameters, reusing what an earlier run wrote: (expected, reused)."""
+    landing, manifest = workdir / "landing", workdir / "manifest.json"
+    wanted = {"version": GENERATOR_VERSION, "messages": messages, "files": files, "seed": seed}
+    if manifest.is_file():
+        recorded = json.loads(manifest.read_text(encoding="utf-8"))
+        sizes: dict[str, int] = recorded.get("sizes", {})
+        present = sorted(p.name for p in landing.glob("*")) if landing.is_dir() else []
+        if (
+            all(recorded.get(k) == v for k, v in wanted.items())
+            and present == sorted(sizes)
+            and all((landing / name).stat().st_size == size for name, size in sizes.items())
+        ):
+            return Expected(**recorded["expected"]), True
+    manifest.unlink(missing_ok=True)
+    expected = generate(landing, messages, files, seed)
+    sizes = {p.name: p.stat().st_size for p in sorted(landing.glob("*.jsonl"))}
+    record = {**wanted, "sizes": sizes, "expected": asdict(expected)}
+    manifest.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return expected, False
+
+
+# --------------------------------------------------------------------------- phase timing
+
+# (module, attribute, label, parent label): functions wrapped while the pipeline runs.
+STORE = "cdc_ingest.checkpoint_store"
+PHASES: tuple[tuple[str, str, str, str | None], ...] = (
+    ("cdc_ingest.job", "run_pipeline", "run_pipeline", None),
+    ("cdc_ingest.job", "list_landed", "list landing zone", "run_pipeline"),
+    ("cdc_ingest.job", "ensure_system_tables", "ensure _cdc_ tables", "run_pipeline"),
+    (STORE, "CheckpointStore.load", "load checkpoints", "run_pipeline"),
+    (STORE, "CheckpointStore.plan", "plan (sha256 of files)", "run_pipeline"),
+    (STORE, "CheckpointStore.record_planned", "record planned", "run_pipeline"),
+    ("cdc_ingest.job", "_apply_all", "apply all tables", "run_pipeline"),
+    ("cdc_ingest.job", "prepare_target", "prepare target (infer types, DDL)", "apply all tables"),
+    ("cdc_ingest.job", "apply_table", "apply table", "apply all tables"),
+    ("cdc_ingest.apply", "_merge_target", "MERGE INTO target", "apply table"),
+    ("cdc_ingest.apply", "_merge_tombstones", "MERGE INTO tombstones", "apply table"),
+    ("cdc_ingest.job", "_write_dead_letters", "dead letters", "run_pipeline"),
+    ("cdc_ingest.job", "_file_stats", "records per file", "run_pipeline"),
+    (STORE, "CheckpointStore.record_committed", "record committed", "run_pipeline"),
+)
+REMAINDER = {
+    "run_pipeline": "other",
+    "apply all tables": "read + decode + inventory (1st pass, caches batch)",
+    "apply table": "type + classify + count (localCheckpoint)",
+}
+
+
+@contextmanager
+def timed_phases(totals: dict[str, float]) -> Iterator[None]:
+    """Accumulate wall time per phase into ``totals`` while the context is open."""
+    import importlib
+
+    undo: list[tuple[Any, str, Any]] = []
+
+    def wrap(original: Callable[..., Any], label: str) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                totals[label] = totals.get(label, 0.0) + time.perf_counter() - start
+
+        return timed
+
+    try:
+        for module_name, attribute, label, _ in PHASES:
+            owner: Any = importlib.import_module(module_name)
+            *path, name = attribute.split(".")
+            for part in path:
+                owner = getattr(owner, part)
+            original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+            undo.append((owner, name, original))
+            setattr(owner, name, wrap(original, label))
+        yield
+    finally:
+        for owner, name, original in reversed(undo):
+            setattr(owner, name, original)
+
+
+def render_phases(totals: dict[str, float]) -> list[str]:
+    """The phases as an indented tree, each parent's unaccounted time as its remainder."""
+    children: dict[str | None, list[str]] = {}
+    for _, _, label, parent in PHASES:
+        children.setdefault(parent, []).append(label)
+    lines: list[str] = []
+
+    def line(label: str, depth: int, seconds: float) -> None:
+        lines.append(f"  {'  ' * depth}{label:<{56 - 2 * depth}} {seconds:8.2f} s")
+
+    def walk(label: str, depth: int) -> None:
+        line(label, depth, totals.get(label, 0.0))
+        kids = children.get(label, [])
+        for kid in kids:
+            walk(kid, depth + 1)
+        if kids and label in REMAINDER:
+            rest = totals.get(label, 0.0) - sum(totals.get(k, 0.0) for k in kids)
+            line(REMAINDER[label], depth + 1, rest)
+
+    walk("run_pipeline", 0)
+    return lines
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def baseline(spark: SparkSession, landing: Path) -> tuple[float, int]:
+    """Seconds to read and fully parse every line, and the number of non-null ops counted."""
+    from pyspark.sql import functions as F
+
+    start = time.perf_counter()
+    payload = F.from_json("value", BASELINE_SCHEMA).getField("payload")
+    rows = (
+        spark.read.text(str(landing))
+        .select(payload.alias("p"))
+        .where(F.col("p.op").isNotNull())
+        .groupBy(F.col("p.op").alias("op"))
+        # Touch every parsed field so no optimizer can skip parsing the images.
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.size("p.before")).alias("before_cells"),
+            F.sum(F.size("p.after")).alias("after_cells"),
+            F.sum(F.size("p.source")).alias("source_cells"),
+            F.max("p.ts_ms").alias("ts"),
+        )
+        .collect()
+    )
+    return time.perf_counter() - start, sum(int(r["n"]) for r in rows)
+
+
+def write_config(run_dir: Path, landing: Path) -> Path:
+    """The pipelines file for the benchmark's catalog and pipeline."""
+    path = run_dir / "bench.yaml"
+    text = (
+        "catalog:\n"
+        "  name: bench\n"
+        f"  uri: sqlite:///{run_dir / 'catalog.db'}\n"
+        f"  warehouse: {(run_dir / 'warehouse').as_uri()}\n"
+        "pipelines:\n"
+        "  - name: bench\n"
+        "    format: lindorm\n"
+        f"    landing: {landing.as_uri()}\n"
+        "    namespace: bench\n"
+        "    keys:\n"
+        "      customers: [id]\n"
+    )
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def check_summary(summary: RunSummary, expected: Expected, rows_in_table: int) -> list[str]:
+    """Every way the run summary fails to add up; empty when it does."""
+    problems: list[str] = []
+    n = expected.messages
+    if summary.lines != summary.messages + summary.dead_lettered:
+        problems.append(
+            f"lines {summary.lines} != messages {summary.messages} + dead-lettered "
+            f"{summary.dead_lettered}"
+        )
+    if summary.lines != n:
+        problems.append(f"lines {summary.lines} != generated messages {n}")
+    table = summary.tables.get("customers")
+    if table is None:
+        return [*problems, f"no 'customers' table in the summary: {sorted(summary.tables)}"]
+    wanted = {
+        "inserted": expected.live_keys,
+        "updated": 0,
+        "deleted": 0,
+        "deleted_absent": expected.inserts - expected.live_keys,
+        "superseded": n - expected.inserts,
+        "older": 0,
+        "dead_lettered": 0,
+        "messages": n,
+    }
+    for name, value in wanted.items():
+        got = getattr(table, name)
+        if got != value:
+            problems.append(f"customers.{name} = {got}, expected {value}")
+    if rows_in_table != expected.live_keys:
+        problems.append(f"bench.customers has {rows_in_table} rows, expected {expected.live_keys}")
+    return problems
+
+
+def rate(messages: int, seconds: float) -> str:
+    return f"{seconds:8.2f} s  {messages / seconds:>12,.0f} messages/s" if seconds else "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages to generate")
+    parser.add_argument("--files", type=int, default=8, help="files to split them over")
+    parser.add_argument("--workdir", type=Path, default=Path("bench-data"), help="scratch dir")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="generator seed")
+    args = parser.parse_args(argv)
+    if args.messages < 1 or args.files < 1 or args.files > args.messages:
+        parser.error("need 1 <= --files <= --messages")
+    workdir: Path = args.workdir.resolve()
+    landing, run_dir = workdir / "landing", workdir / "run"
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    start = time.perf_counter()
+    expected, reused = prepare_data(workdir, args.messages, args.files, args.seed)
+    data_bytes = sum(p.stat().st_size for p in landing.glob("*.jsonl"))
+    print(
+        f"data: {expected.messages:,} messages ({expected.inserts:,} c / {expected.updates:,} u / "
+        f"{expected.deletes:,} d), {args.files} files, {data_bytes / 1e6:,.1f} MB, "
+        f"{data_bytes / expected.messages:.0f} bytes/line, "
+        f"{'reused' if reused else 'generated'} in {time.perf_counter() - start:.1f} s",
+        flush=True,
+    )
+
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    config = load_config(write_config(run_dir, landing))
+    catalog: CatalogConfig = config.catalog
+
+    os.environ.setdefault("SPARK_DRIVER_MEMORY", "6g")
+    import cdc_ingest.job as job_module
+    from cdc_ingest.spark_session import build_session
+
+    start = time.perf_counter()
+    spark = build_session(catalog, app_name="cdc-ingest-bench")
+    cores = spark.sparkContext.defaultParallelism
+    print(
+        f"spark {spark.version}: {spark.sparkContext.master}, {cores} cores, driver memory "
+        f"{os.environ['SPARK_DRIVER_MEMORY']}, started in {time.perf_counter() - start:.1f} s",
+        flush=True,
+    )
+    try:
+        warm, counted = baseline(spark, landing)
+        print(f"baseline warm-up:  {rate(expected.messages, warm)}", flush=True)
+        base, counted = baseline(spark, landing)
+        if counted != expected.messages:
+            print(f"warning: baseline counted {counted} ops, expected {expected.messages}")
+        print(f"baseline:          {rate(expected.messages, base)}", flush=True)
+
+        totals: dict[str, float] = {}
+        with timed_phases(totals):
+            start = time.perf_counter()
+            summary = job_module.run_pipeline(spark, config, "bench")
+            end_to_end = time.perf_counter() - start
+        print(f"end to end:        {rate(expected.messages, end_to_end)}")
+        ratio = end_to_end / base
+        print(f"ratio end_to_end/baseline: {ratio:.2f}x")
+        print(f"target <= {TARGET_RATIO:.1f}x: {'PASS' if ratio <= TARGET_RATIO else 'FAIL'}")
+        print("pipeline phases (wall time):")
+        print("\n".join(render_phases(totals)))
+        print(summary.render())
+        rows = spark.table("bench.bench.customers").count() if "customers" in summary.tables else -1
+    finally:
+        spark.stop()
+
+    problems = check_summary(summary, expected, rows)
+    if problems:
+        print("summary does not add up:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
+    print(f"summary adds up: {summary.lines:,} lines = {summary.messages:,} messages + "
+          f"{summary.dead_lettered} dead-lettered; bench.customers holds {rows:,} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

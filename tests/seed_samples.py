@@ -1,0 +1,23 @@
+"""Extract the sample messages of the vendor seed documents, verbatim, as JSON values."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+LINDORM_SEED = "000_46118e23b85e2eb1.txt"
+ARCION_SEED = "003_48bb2d7831d2e70f.txt"
+
+
+def json_blocks(text: str) -> list[Any]:
+    """Top-level JSON objects/strings of a document: blocks that start and end at column 0."""
+    pattern = re.compile(r'^\{\n.*?^\}$|^"default"$', re.S | re.M)
+    return [json.loads(m.group(0)) for m in pattern.finditer(text)]
+
+
+def seed_blocks(name: str) -> list[Any]:
+    """The JSON samples of one seed document, in document order."""
+    return json_blocks((SEEDS / name).read_text(encoding="utf-8"))
