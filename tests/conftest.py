@@ -98,7 +98,7 @@ class Lake:
         df = self.table(name, namespace)
         cols = list(columns) or [c for c in df.columns if not c.startswith("_cdc_")]
         rows = [r.asDict() for r in df.select(*cols).collect()]
-        return sorted(rows, key=lambda r: json.dumps(r, default=str, sort_keys=True))
+        return sorted(rows, key=lambda r: json.dumps(list(r.values()), default=str))
 
     def snapshots(self, name: str, namespace: str = "ods") -> int:
         return self.spark.sql(f"SELECT * FROM {self.catalog}.{namespace}.{name}.snapshots").count()

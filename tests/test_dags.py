@@ -1,0 +1,248 @@
+"""The Airflow DAGs generated from a pipelines file, as the DAG processor sees them (no Spark)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DAG_FOLDER = REPO / "dags"
+DAG_FILE = DAG_FOLDER / "cdc_ingest_dags.py"
+APPLICATION = REPO / "jobs" / "ingest_job.py"
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A throw-away AIRFLOW_HOME, set before anything in this session imports airflow.
+
+    Airflow reads AIRFLOW_HOME once, when it is first imported, so the airflow imports in this
+    module all happen inside tests, after this fixture has run.
+    """
+    home = tmp_path_factory.mktemp("airflow-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AIRFLOW_HOME", str(home))
+        mp.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+        mp.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(DAG_FOLDER))
+        yield home
+
+
+@pytest.fixture
+def clean_env(airflow_home: Path) -> Iterator[None]:
+    """Restore os.environ afterwards: parsing the DAG file sets AIRFLOW_CONN_SPARK_LOCAL."""
+    saved = dict(os.environ)
+    os.environ.pop("AIRFLOW_CONN_SPARK_LOCAL", None)
+    os.environ.pop("CDC_INGEST_CONFIG", None)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    """Two pipelines: a scheduled Lindorm one with 4 retries, an unscheduled Arcion one."""
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            catalog:
+              name: lake
+              uri: sqlite:///{tmp_path}/catalog.db
+              warehouse: file://{tmp_path}/warehouse
+            spark:
+              conf:
+                spark.sql.shuffle.partitions: "2"
+            pipelines:
+              - name: orders_ld
+                format: lindorm
+                landing: file://{tmp_path}/landing/orders
+                namespace: ods
+                schedule: "*/5 * * * *"
+                retries: 4
+                keys:
+                  orders: [id]
+              - name: crm_arcion
+                format: arcion
+                landing: file://{tmp_path}/landing/crm
+                namespace: ods
+            """
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+def _dagbag() -> Any:
+    from airflow.models import DagBag
+
+    # Airflow 3 has no include_examples argument; AIRFLOW__CORE__LOAD_EXAMPLES=False covers it.
+    return DagBag(dag_folder=str(DAG_FOLDER))
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_one_dag_per_pipeline(config_file: Path) -> None:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    bag = _dagbag()
+
+    assert bag.import_errors == {}
+    assert set(bag.dag_ids) == {"ingest_orders_ld", "ingest_crm_arcion"}
+
+    scheduled, unscheduled = bag.dags["ingest_orders_ld"], bag.dags["ingest_crm_arcion"]
+    assert scheduled.schedule == "*/5 * * * *"
+    assert unscheduled.schedule is None
+    assert set(scheduled.tags) == {"cdc-ingest", "lindorm"}
+    assert set(unscheduled.tags) == {"cdc-ingest", "arcion"}
+    for dag, name, retries in ((scheduled, "orders_ld", 4), (unscheduled, "crm_arcion", 2)):
+        assert dag.max_active_runs == 1
+        assert dag.catchup is False
+        assert dag.task_ids == ["apply_batch"]
+        task = dag.get_task("apply_batch")
+        assert isinstance(task, SparkSubmitOperator)
+        assert task.retries == retries
+        assert task.retry_delay.total_seconds() > 0
+        assert task.application == str(APPLICATION)
+        assert Path(task.application).is_absolute() and Path(task.application).is_file()
+        assert task.application_args == [
+            "run",
+            "--config",
+            str(config_file.resolve()),
+            "--pipeline",
+            name,
+        ]
+        assert task._conn_id == "spark_local"
+        assert task.name == f"cdc-ingest-{name}"
+        assert task.env_vars["PYSPARK_PYTHON"] == sys.executable
+        assert str(REPO / "jobs") in task.env_vars["PYTHONPATH"].split(os.pathsep)
+        assert task.conf["spark.sql.catalog.lake.type"] == "jdbc"
+        assert task.conf["spark.sql.extensions"].endswith("IcebergSparkSessionExtensions")
+        # The pipelines file's own spark.conf wins over the defaults.
+        assert task.conf["spark.sql.shuffle.partitions"] == "2"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_jars_resolve_when_the_task_renders(config_file: Path) -> None:
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    dag = _dagbag().dags["ingest_orders_ld"]
+    task = dag.get_task("apply_batch")
+
+    jars = dag.get_template_env().from_string(task.jars).render().split(",")
+
+    assert any(j.endswith(".jar") and "iceberg-spark-runtime" in j for j in jars)
+    assert all(Path(j).is_file() for j in jars)
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_missing_jars_do_not_break_parsing(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdc_ingest import spark_session
+
+    def no_jar() -> str:
+        raise spark_session.EnvironmentProblem("iceberg runtime jar not found (test)")
+
+    monkeypatch.setattr(spark_session, "iceberg_runtime_jar", no_jar)
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    bag = _dagbag()
+
+    assert bag.import_errors == {}
+    dag = bag.dags["ingest_orders_ld"]
+    with pytest.raises(spark_session.EnvironmentProblem, match="iceberg runtime jar not found"):
+        dag.get_template_env().from_string(dag.get_task("apply_batch").jars).render()
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_local_spark_connection_is_the_default(config_file: Path) -> None:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    _dagbag()
+
+    hook = SparkSubmitHook(conn_id="spark_local")
+    assert hook._connection["master"] == "local[*]"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_configured_connection_is_not_overridden(config_file: Path) -> None:
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    os.environ["AIRFLOW_CONN_SPARK_LOCAL"] = '{"conn_type":"spark","host":"local[2]"}'
+    _dagbag()
+
+    assert os.environ["AIRFLOW_CONN_SPARK_LOCAL"] == '{"conn_type":"spark","host":"local[2]"}'
+
+
+@pytest.mark.usefixtures("clean_env")
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("catalog: {uri: 'sqlite:///x.db', warehouse: 'file:///w'}\npipelines: []\n", "non-empty"),
+        (
+            "catalog: {uri: 'sqlite:///x.db', warehouse: 'file:///w'}\n"
+            "pipelines:\n  - {name: a, format: nope, landing: 'file:///l', namespace: ods}\n",
+            "unknown format 'nope'",
+        ),
+        ("catalog: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_broken_config_is_an_import_error(tmp_path: Path, content: str, reason: str) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(content, encoding="utf-8")
+    os.environ["CDC_INGEST_CONFIG"] = str(broken)
+    bag = _dagbag()
+
+    assert bag.dag_ids == []
+    assert len(bag.import_errors) == 1
+    [(path, message)] = bag.import_errors.items()
+    assert path.endswith("cdc_ingest_dags.py")
+    assert "ConfigError" in message
+    assert str(broken) in message
+    assert reason in message
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_missing_config_file_is_an_import_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.yaml"
+    os.environ["CDC_INGEST_CONFIG"] = str(missing)
+    bag = _dagbag()
+
+    [message] = bag.import_errors.values()
+    assert str(missing) in message
+    assert "cannot read config file" in message
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_unset_config_defines_no_dags(caplog: pytest.LogCaptureFixture) -> None:
+    bag = _dagbag()
+
+    assert bag.import_errors == {}
+    assert bag.dag_ids == []
+    assert "CDC_INGEST_CONFIG is not set" in caplog.text
+
+
+def test_dag_file_imports_no_pyspark(config_file: Path, airflow_home: Path) -> None:
+    # A fresh interpreter: in this one, other tests may already have imported pyspark.
+    script = (
+        "import runpy, sys\n"
+        f"found = runpy.run_path({str(DAG_FILE)!r})\n"
+        "assert {'ingest_orders_ld', 'ingest_crm_arcion'} <= set(found), sorted(found)\n"
+        "assert 'pyspark' not in sys.modules, 'parsing the DAG file imported pyspark'\n"
+    )
+    env = {**os.environ, "CDC_INGEST_CONFIG": str(config_file), "AIRFLOW_HOME": str(airflow_home)}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
