@@ -84,6 +84,8 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
                 format: lindorm
                 landing: file://{landing}
                 namespace: ods
+                # Fail on the first error instead of waiting out retry delays.
+                retries: 0
                 keys:
                   customers: [id]
             """

@@ -1,0 +1,49 @@
+# cdc-ingest: `make demo` runs every pipeline's Airflow DAG on the embedded default;
+# `make test` runs lint, types and the test suite. Both install what is missing first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SQLITE_JDBC := /usr/share/java/sqlite-jdbc.jar
+export JAVA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $$(command -v java) 2>/dev/null)) 2>/dev/null)
+export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: install system-deps demo test lint bench clean
+
+install: system-deps $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@# apache-airflow-providers-apache-spark 6.x would swap pyspark for pyspark-client 4.x.
+	@$(BIN)/python -c "import pyspark, sys; v = pyspark.__version__; print('pyspark', v); sys.exit(v != '3.5.9')"
+	touch $(STAMP)
+
+system-deps:
+	@command -v java >/dev/null || { \
+	  echo "Java not found: installing openjdk-17-jre-headless"; \
+	  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
+	@java -version 2>&1 | head -1
+	@test -f $(SQLITE_JDBC) || { \
+	  echo "SQLite JDBC driver not found: installing libxerial-sqlite-jdbc-java"; \
+	  apt-get update -qq && apt-get install -y -qq libxerial-sqlite-jdbc-java; }
+	@test -f $(SQLITE_JDBC) || { echo "missing $(SQLITE_JDBC): apt-get install libxerial-sqlite-jdbc-java"; exit 1; }
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+lint: install
+	$(BIN)/ruff check jobs plugins dags tests scripts
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q tests
+
+bench: install
+	$(BIN)/python scripts/bench.py
+
+clean:
+	rm -rf demo bench-data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,98 @@
+"""Flink and SeaTunnel Debezium JSON test data (shared/conformance), through the whole job."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from decimal import Decimal
+
+import pytest
+from conftest import CONFORMANCE, FIXTURES
+
+DEBEZIUM = FIXTURES / "debezium-json"
+FLINK_EXPECTED = CONFORMANCE / "flink" / "expected"
+CASES = [
+    "debezium-data-schema-exclude",
+    "debezium-data-schema-include",
+    "debezium-postgres-data-schema-exclude",
+    "debezium-postgres-data-schema-include",
+]
+
+
+def final_table(changelog: list[dict]) -> list[dict]:
+    """The table a changelog leaves behind: +I/+U rows kept, -U/-D rows removed, by id."""
+    rows: dict[int, dict] = {}
+    for change in changelog:
+        row = change["row"]
+        if change["op"] in ("+I", "+U"):
+            rows[row["id"]] = row
+        else:
+            rows.pop(row["id"], None)
+    return [rows[k] for k in sorted(rows)]
+
+
+@pytest.mark.skipif(not FLINK_EXPECTED.is_dir(), reason="shared/conformance not beside the repository")
+@pytest.mark.parametrize("case", CASES)
+def test_flink_debezium_changelog_final_state(lake, case):
+    expected_doc = FLINK_EXPECTED / f"{case}.expected.json"
+    expected = final_table(json.loads(expected_doc.read_text())["changelog"])
+    lake.add_pipeline("products", "debezium-json", keys={"products": ["id"]})
+    lines = (DEBEZIUM / f"{case}.txt").read_text().splitlines()
+    lake.land("products", "products.txt", lines)
+    summary = lake.run("products")
+    assert (summary.lines, summary.messages, summary.dead_lettered) == (16, 16, 0)
+    got = lake.rows("products", "id", "name", "description", "weight")
+    assert [r["id"] for r in got] == [r["id"] for r in expected]
+    for mine, theirs in zip(got, expected, strict=True):
+        assert {k: mine[k] for k in ("name", "description")} == {k: theirs[k] for k in ("name", "description")}
+        assert mine["weight"] == pytest.approx(theirs["weight"], rel=1e-6)
+
+
+def test_flink_debezium_one_message_per_batch_gives_the_same_table(lake):
+    expected_doc = FLINK_EXPECTED / "debezium-data-schema-exclude.expected.json"
+    if not expected_doc.is_file():
+        pytest.skip("shared/conformance not beside the repository")
+    expected = final_table(json.loads(expected_doc.read_text())["changelog"])
+    lake.add_pipeline("products", "debezium-json", keys={"products": ["id"]})
+    lines = (DEBEZIUM / "debezium-data-schema-exclude.txt").read_text().splitlines()
+    for start in range(0, len(lines), 4):
+        lake.land("products", f"part-{start:03d}.txt", lines[start : start + 4])
+        lake.run("products")
+    assert [r["id"] for r in lake.rows("products", "id")] == [r["id"] for r in expected]
+
+
+def test_postgres_default_replica_identity_deletes_are_dead_lettered_with_the_reason(lake):
+    lake.add_pipeline("products", "debezium-json", keys={"products": ["id"]})
+    lines = (DEBEZIUM / "debezium-postgres-data-replica-identity.txt").read_text().splitlines()
+    lake.land("products", "products.txt", lines)
+    summary = lake.run("products")
+    deletes = [i for i, line in enumerate(lines, start=1) if json.loads(line)["op"] == "d"]
+    assert summary.dead_lettered == len(deletes) and summary.lines == 16
+    letters = lake.dead_letters()
+    assert [letter["line"] for letter in letters] == deletes
+    assert all("REPLICA IDENTITY" in letter["reason"] for letter in letters)
+    # Updates carry the full after image, so they apply even without `before`.
+    row_106 = [r for r in lake.rows("products", "id", "description") if r["id"] == 106]
+    assert row_106 == [{"id": 106, "description": "18oz carpenter hammer"}]
+
+
+def test_seatunnel_all_types_are_typed_by_the_connect_schema(lake):
+    lake.add_pipeline("types", "debezium-json", keys={"mysql_cdc_e2e_source_table": ["id"]})
+    lake.land("types", "types.txt", (DEBEZIUM / "seatunnel-all-types.txt").read_text().splitlines())
+    summary = lake.run("types")
+    assert (summary.messages, summary.dead_lettered) == (3, 0)
+    table = lake.table("mysql_cdc_e2e_source_table")
+    types = {f.name: f.dataType.simpleString() for f in table.schema.fields}
+    assert types["f_date"] == "date" and types["f_datetime"] == "timestamp"
+    assert types["f_timestamp"] == "timestamp" and types["f_bigint_unsigned"] == "decimal(38,0)"
+    assert types["f_smallint"] == "int" and types["f_bigint"] == "bigint" and types["f_blob"] == "binary"
+    row = table.where("id = 1").collect()[0].asDict()
+    assert row["f_date"] == dt.date(2022, 4, 27)  # 19109 days after 1970-01-01
+    assert row["f_datetime"] == dt.datetime(2022, 4, 27, 14, 30)  # 1651069800000 ms
+    assert row["f_timestamp"] == dt.datetime(2023, 4, 27, 3, 8, 40)
+    assert row["f_bigint_unsigned"] == Decimal(987654321)
+    assert bytes(row["f_blob"]) == base64.b64decode("aGVsbG8=") == b"hello"
+    assert row["f_bit1"] is True and row["f_tinyint"] == -128 and row["f_tinyint_unsigned"] == 255
+    assert row["f_float"] == pytest.approx(12.34, rel=1e-6)
+    assert row["f_json"] == '{"key": "value"}' and row["f_enum"] == "enum2" and row["f_year"] == 2022
