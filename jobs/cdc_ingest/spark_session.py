@@ -92,6 +92,8 @@ def session_conf() -> dict[str, str]:
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     return {
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        # Read by spark-submit (Airflow); a bare interpreter sets it on the builder instead.
+        "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "4g"),
         # Epoch values from CDC messages are UTC instants; keep Spark from shifting them.
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get("CDC_INGEST_SHUFFLE_PARTITIONS", "8"),
@@ -118,7 +120,6 @@ def build_session(catalog: CatalogConfig, app_name: str = "cdc-ingest") -> Spark
     if "SPARK_ENV_LOADED" not in os.environ and "spark.master" not in _submitted_conf():
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.jars", ",".join(job_jars()))
-        builder = builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "4g"))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in {**session_conf(), **catalog_conf(catalog)}.items():
         builder = builder.config(key, value)

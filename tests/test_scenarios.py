@@ -1,0 +1,133 @@
+"""One suite of semantic scenarios, run for every format of the foundation."""
+
+from __future__ import annotations
+
+import pytest
+from formats_under_test import FORMATS, TABLE, Changes
+
+ALICE = {"id": 1, "owner": "alice", "balance": 100}
+BOB = {"id": 2, "owner": "bob", "balance": 50}
+
+
+@pytest.fixture(params=sorted(FORMATS))
+def fmt(request):
+    return request.param
+
+
+@pytest.fixture
+def pipe(lake, fmt):
+    lake.add_pipeline("accounts", fmt, **FORMATS[fmt]["options"])
+    return lake
+
+
+def rows(lake):
+    return lake.rows(TABLE, "id", "owner", "balance")
+
+
+def test_insert_update_delete_across_batches_are_row_level_changes(pipe, fmt):
+    c = Changes(fmt)
+    pipe.land("accounts", "001.json", [c.insert(ALICE, 1000), c.insert(BOB, 1001)])
+    s1 = pipe.run("accounts")
+    assert s1.tables[TABLE].inserted == 2 and rows(pipe) == [ALICE, BOB]
+    pipe.land("accounts", "002.json", [c.update(ALICE, {**ALICE, "balance": 90}, 2000), c.delete(BOB, 2001)])
+    s2 = pipe.run("accounts")
+    assert (s2.tables[TABLE].updated, s2.tables[TABLE].deleted) == (1, 1)
+    assert rows(pipe) == [{**ALICE, "balance": 90}]
+    # Row-level: the update batch wrote delete files (merge-on-read) instead of rewriting data.
+    summary = pipe.spark.sql(
+        f"SELECT summary FROM {pipe.catalog}.ods.{TABLE}.snapshots ORDER BY committed_at DESC LIMIT 1"
+    ).collect()[0]["summary"]
+    assert int(summary.get("added-position-deletes", "0")) == 2
+    assert summary.get("deleted-data-files") is None
+
+
+def test_changes_to_one_key_in_a_batch_collapse_in_source_order(pipe, fmt):
+    c = Changes(fmt)
+    lines = [
+        c.insert(ALICE, 1000),
+        c.update(ALICE, {**ALICE, "balance": 1}, 1001),
+        c.update(ALICE, {**ALICE, "balance": 2}, 1002),
+        c.insert(BOB, 1003),
+        c.delete(BOB, 1004),
+    ]
+    pipe.land("accounts", "001.json", lines)
+    table = pipe.run("accounts").tables[TABLE]
+    assert (table.inserted, table.deleted_absent, table.superseded) == (1, 1, 3)
+    assert rows(pipe) == [{**ALICE, "balance": 2}]
+
+
+def test_an_older_change_never_overwrites_newer_state(pipe, fmt):
+    c = Changes(fmt)
+    insert = c.insert(ALICE, 1000)
+    newer = c.update(ALICE, {**ALICE, "balance": 300}, 3000)
+    older = c.update(ALICE, {**ALICE, "balance": 200}, 2000)
+    pipe.land("accounts", "001.json", [insert, newer])
+    pipe.run("accounts")
+    pipe.land("accounts", "002.json", [older])  # a late event, landed after the newer one
+    assert pipe.run("accounts").tables[TABLE].older == 1
+    assert rows(pipe) == [{**ALICE, "balance": 300}]
+    pipe.land("accounts", "003.json", [older, newer])  # within one batch too
+    pipe.run("accounts")
+    assert rows(pipe) == [{**ALICE, "balance": 300}]
+
+
+def test_a_late_insert_does_not_resurrect_a_deleted_row(pipe, fmt):
+    c = Changes(fmt)
+    first_lines = [c.insert(BOB, 900), c.delete(BOB, 2000)]
+    late_insert = c.insert(BOB, 1000)
+    pipe.land("accounts", "001.json", first_lines)
+    pipe.run("accounts")
+    assert rows(pipe) == []
+    pipe.land("accounts", "002.json", [late_insert])
+    assert pipe.run("accounts").tables[TABLE].older == 1
+    assert rows(pipe) == []
+    # A delete that arrives before its (older) insert is remembered too.
+    pipe.land("accounts", "003.json", [c.delete(ALICE, 5000)])
+    pipe.run("accounts")
+    pipe.land("accounts", "004.json", [c.insert(ALICE, 4000)])
+    pipe.run("accounts")
+    assert rows(pipe) == []
+    # A newer insert after the delete does bring the key back.
+    pipe.land("accounts", "005.json", [c.insert({**ALICE, "balance": 7}, 6000)])
+    assert pipe.run("accounts").tables[TABLE].inserted == 1
+    assert rows(pipe) == [{**ALICE, "balance": 7}]
+
+
+def test_same_file_under_another_name_and_reruns_have_no_second_effect(pipe, fmt):
+    c = Changes(fmt)
+    lines = [c.insert(ALICE, 1000), c.update(ALICE, {**ALICE, "balance": 5}, 1001)]
+    pipe.land("accounts", "001.json", lines)
+    pipe.run("accounts")
+    snapshots = pipe.snapshots(TABLE)
+    assert pipe.run("accounts").batch_id is None  # nothing new: nothing changes
+    pipe.land("accounts", "001-copy.json", lines)
+    again = pipe.run("accounts")
+    assert again.duplicate_files and not again.tables
+    assert pipe.snapshots(TABLE) == snapshots
+    assert rows(pipe) == [{**ALICE, "balance": 5}]
+
+
+def test_bad_lines_are_dead_lettered_and_counted_and_the_batch_goes_on(pipe, fmt):
+    c = Changes(fmt)
+    lines = [c.insert(ALICE, 1000), "{not json", '{"unexpected": "shape"}', c.insert(BOB, 1001)]
+    pipe.land("accounts", "001.json", lines)
+    s = pipe.run("accounts")
+    assert (s.lines, s.messages, s.dead_lettered) == (4, 2, 2)
+    assert rows(pipe) == [ALICE, BOB]
+    letters = pipe.dead_letters()
+    assert [(x["line"], x["raw"]) for x in letters] == [(2, "{not json"), (3, '{"unexpected": "shape"}')]
+    assert letters[0]["reason"] == "line is not valid JSON"
+    assert all(x["file"].endswith("001.json") and x["batch_id"] == s.batch_id for x in letters)
+    assert any("001.json:2: line is not valid JSON" in sample for sample in s.dead_letter_samples)
+
+
+def test_a_value_that_does_not_fit_its_column_is_dead_lettered(pipe, fmt):
+    c = Changes(fmt)
+    pipe.land("accounts", "001.json", [c.insert(ALICE, 1000)])
+    pipe.run("accounts")
+    pipe.land("accounts", "002.json", [c.update(ALICE, {**ALICE, "balance": "lots"}, 2000)])
+    s = pipe.run("accounts")
+    assert (s.messages, s.dead_lettered) == (0, 1)
+    [letter] = pipe.dead_letters()
+    assert letter["reason"] == "column 'balance': value 'lots' is not a valid bigint"
+    assert rows(pipe) == [ALICE]
