@@ -1,4 +1,4 @@
-"""`make demo`: land sample dumps for every format, run each pipeline's Airflow DAG, show the tables.
+"""`make demo`: land sample dumps per format, run each pipeline's Airflow DAG, show the tables.
 
 Everything runs on the embedded default: local Spark, an Iceberg JDBC catalog on SQLite and a local
 warehouse under ./demo. Re-running the demo starts from scratch.
@@ -23,14 +23,19 @@ PIPELINES = [
         "name": "lindorm_customers",
         "format": "lindorm",
         "keys": {"customers": ["id"]},
-        "files": [f"lindorm/sql-{n}.jsonl" for n in ("insert", "update", "delete", "column-delete")],
+        "files": [
+            f"lindorm/sql-{n}.jsonl" for n in ("insert", "update", "delete", "column-delete")
+        ],
     },
     {"name": "lindorm_hbase", "format": "lindorm", "files": ["lindorm/hbase-insert.jsonl"]},
     {
         "name": "arcion_region",
         "format": "arcion",
         "envelope": "kafka",
-        "files": [f"arcion/{n}.jsonl" for n in ("snapshot-insert", "insert", "update", "delete", "tombstone")],
+        "files": [
+            f"arcion/{n}.jsonl"
+            for n in ("snapshot-insert", "insert", "update", "delete", "tombstone")
+        ],
     },
     {
         "name": "debezium_products",
@@ -51,11 +56,16 @@ def main() -> int:
         for i, name in enumerate(spec["files"], start=1):
             shutil.copy(FIXTURES / name, landing / f"{i:04d}-{Path(name).stem}.jsonl")
         entry = {k: v for k, v in spec.items() if k != "files"}
-        entry.update(landing=landing.as_uri(), namespace="ods_" + spec["name"], schedule="*/5 * * * *")
+        entry.update(
+            landing=landing.as_uri(), namespace="ods_" + spec["name"], schedule="*/5 * * * *"
+        )
         pipelines.append(entry)
     config = {
-        "catalog": {"name": "lake", "uri": f"sqlite:///{DEMO / 'catalog.db'}",
-                    "warehouse": (DEMO / "warehouse").as_uri()},
+        "catalog": {
+            "name": "lake",
+            "uri": f"sqlite:///{DEMO / 'catalog.db'}",
+            "warehouse": (DEMO / "warehouse").as_uri(),
+        },
         "pipelines": pipelines,
     }
     config_path = DEMO / "pipelines.yaml"
@@ -73,10 +83,18 @@ def main() -> int:
     subprocess.run([airflow, "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL)
     for p in pipelines:
         print(f"\n=== airflow dags test ingest_{p['name']}", flush=True)
-        done = subprocess.run([airflow, "dags", "test", f"ingest_{p['name']}"], env=env,
-                              capture_output=True, text=True)
-        summary = [ln for ln in done.stdout.splitlines() + done.stderr.splitlines()
-                   if "pipeline " in ln or ln.lstrip().startswith(("ods", "lindorm", "customers", "region", "products"))]
+        done = subprocess.run(
+            [airflow, "dags", "test", f"ingest_{p['name']}"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        summary = [
+            ln
+            for ln in done.stdout.splitlines() + done.stderr.splitlines()
+            if "pipeline " in ln
+            or ln.lstrip().startswith(("ods", "lindorm", "customers", "region", "products"))
+        ]
         print("\n".join(summary[-12:]))
         if done.returncode != 0:
             print(done.stdout[-4000:], done.stderr[-4000:], sep="\n")

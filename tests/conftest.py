@@ -30,7 +30,9 @@ def spark() -> Iterator[Any]:
     from cdc_ingest.config import CatalogConfig
     from cdc_ingest.spark_session import build_session
 
-    session = build_session(CatalogConfig("bootstrap", "sqlite:////tmp/cdc-bootstrap.db", "file:///tmp/cdc-bootstrap"))
+    session = build_session(
+        CatalogConfig("bootstrap", "sqlite:////tmp/cdc-bootstrap.db", "file:///tmp/cdc-bootstrap")
+    )
     yield session
     session.stop()
 
@@ -56,7 +58,13 @@ class Lake:
     def add_pipeline(self, name: str, fmt: str, **options: Any) -> Path:
         """Declare a pipeline (namespace ``ods`` unless given); returns its landing directory."""
         landing = self.landing(name)
-        spec = {"name": name, "format": fmt, "landing": landing.as_uri(), "namespace": "ods", **options}
+        spec = {
+            "name": name,
+            "format": fmt,
+            "landing": landing.as_uri(),
+            "namespace": "ods",
+            **options,
+        }
         self.pipelines = [p for p in self.pipelines if p["name"] != name] + [spec]
         self.write_config()
         return landing
@@ -80,7 +88,9 @@ class Lake:
         if isinstance(lines, str):
             path.write_text(lines)
         else:
-            path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+            path.write_text(
+                "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines)
+            )
         return path
 
     def run(self, pipeline: str) -> Any:
@@ -91,6 +101,12 @@ class Lake:
         return run_pipeline(self.spark, load_config(self.config_path), pipeline)
 
     def table(self, name: str, namespace: str = "ods") -> Any:
+        from cdc_ingest.config import load_config
+        from cdc_ingest.spark_session import configure_catalog
+
+        # Runs in a subprocess leave this session without the test's catalog registered.
+        configure_catalog(self.spark, load_config(self.config_path).catalog)
+        self.spark.sql(f"REFRESH TABLE {self.catalog}.{namespace}.{name}")
         return self.spark.table(f"{self.catalog}.{namespace}.{name}")
 
     def rows(self, name: str, *columns: str, namespace: str = "ods") -> list[dict[str, Any]]:

@@ -9,7 +9,9 @@ TABLE = "accounts"
 KEY = "id"
 
 
-def _debezium_payload(op: str, before: dict | None, after: dict | None, ts: int, db_field: dict) -> dict:
+def _debezium_payload(
+    op: str, before: dict | None, after: dict | None, ts: int, db_field: dict
+) -> dict:
     return {
         "op": op,
         "ts_ms": ts + 5,
@@ -20,23 +22,32 @@ def _debezium_payload(op: str, before: dict | None, after: dict | None, ts: int,
 
 
 def lindorm(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
-    payload = _debezium_payload(op, before, after, ts, {"version": "v1.0", "db": "ld-test", "namespace": "default"})
+    payload = _debezium_payload(
+        op, before, after, ts, {"version": "v1.0", "db": "ld-test", "namespace": "default"}
+    )
     return {"schema": {}, "payload": payload}
 
 
 def debezium(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
-    return _debezium_payload(op, before, after, ts, {"connector": "mysql", "db": "shop", "snapshot": "false"})
+    return _debezium_payload(
+        op, before, after, ts, {"connector": "mysql", "db": "shop", "snapshot": "false"}
+    )
 
 
 ARCION_SCHEMA = {
     "type": "struct",
     "optional": False,
     "fields": [
-        {"type": "struct", "optional": False, "field": side, "fields": [
-            {"type": "int32", "optional": False, "field": "id"},
-            {"type": "string", "optional": True, "field": "owner"},
-            {"type": "int64", "optional": True, "field": "balance"},
-        ]}
+        {
+            "type": "struct",
+            "optional": False,
+            "field": side,
+            "fields": [
+                {"type": "int32", "optional": False, "field": "id"},
+                {"type": "string", "optional": True, "field": "owner"},
+                {"type": "int64", "optional": True, "field": "balance"},
+            ],
+        }
         for side in ("before", "after")
     ],
 }
@@ -44,17 +55,40 @@ ARCION_SCHEMA = {
 
 def arcion(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
     row = after or before or {}
-    key = {"schema": {"type": "struct", "fields": [{"type": "int32", "optional": False, "field": "id"}]},
-           "payload": {"id": str(row["id"])}}
+    key = {
+        "schema": {
+            "type": "struct",
+            "fields": [{"type": "int32", "optional": False, "field": "id"}],
+        },
+        "payload": {"id": str(row["id"])},
+    }
     value = {
         "schema": ARCION_SCHEMA,
         "payload": {
-            "before": before, "after": after, "op": op, "ts_ms": ts + 5,
-            "source": {"connector": "MYSQL", "db": "bank", "table": TABLE, "snapshot": "false",
-                       "ts_ms": ts, "file": "log-bin.000001", "pos": ts, "row": 1},
+            "before": before,
+            "after": after,
+            "op": op,
+            "ts_ms": ts + 5,
+            "source": {
+                "connector": "MYSQL",
+                "db": "bank",
+                "table": TABLE,
+                "snapshot": "false",
+                "ts_ms": ts,
+                "file": "log-bin.000001",
+                "pos": ts,
+                "row": 1,
+            },
         },
     }
-    return {"topic": "bank.accounts", "partition": 0, "offset": offset, "timestamp": ts, "key": key, "value": value}
+    return {
+        "topic": "bank.accounts",
+        "partition": 0,
+        "offset": offset,
+        "timestamp": ts,
+        "key": key,
+        "value": value,
+    }
 
 
 FORMATS: dict[str, dict[str, Any]] = {

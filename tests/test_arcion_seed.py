@@ -48,11 +48,17 @@ def test_each_sample_applied_in_turn(lake):
         lake.land("region", f"{step:03d}-{name}.jsonl", [record(name)])
         summary = lake.run("region")
         assert (summary.lines, summary.messages, summary.dead_lettered) == (1, 1, 0), name
-        assert lake.rows("region", "r_regionkey", "r_name", "r_comment") == expected_after[name], name
+        assert lake.rows("region", "r_regionkey", "r_name", "r_comment") == expected_after[name], (
+            name
+        )
     assert summary.no_row_change == 1  # the tombstone
     types = {f.name: f.dataType.simpleString() for f in lake.table("region").schema.fields}
     # "r_regionkey": "0" arrives as a string; the Connect schema says int32.
-    assert (types["r_regionkey"], types["r_name"], types["r_comment"]) == ("int", "string", "string")
+    assert (types["r_regionkey"], types["r_name"], types["r_comment"]) == (
+        "int",
+        "string",
+        "string",
+    )
 
 
 def test_all_samples_in_one_batch(lake):

@@ -32,7 +32,9 @@ def final_table(changelog: list[dict]) -> list[dict]:
     return [rows[k] for k in sorted(rows)]
 
 
-@pytest.mark.skipif(not FLINK_EXPECTED.is_dir(), reason="shared/conformance not beside the repository")
+@pytest.mark.skipif(
+    not FLINK_EXPECTED.is_dir(), reason="shared/conformance not beside the repository"
+)
 @pytest.mark.parametrize("case", CASES)
 def test_flink_debezium_changelog_final_state(lake, case):
     expected_doc = FLINK_EXPECTED / f"{case}.expected.json"
@@ -45,7 +47,9 @@ def test_flink_debezium_changelog_final_state(lake, case):
     got = lake.rows("products", "id", "name", "description", "weight")
     assert [r["id"] for r in got] == [r["id"] for r in expected]
     for mine, theirs in zip(got, expected, strict=True):
-        assert {k: mine[k] for k in ("name", "description")} == {k: theirs[k] for k in ("name", "description")}
+        assert {k: mine[k] for k in ("name", "description")} == {
+            k: theirs[k] for k in ("name", "description")
+        }
         assert mine["weight"] == pytest.approx(theirs["weight"], rel=1e-6)
 
 
@@ -86,7 +90,11 @@ def test_seatunnel_all_types_are_typed_by_the_connect_schema(lake):
     types = {f.name: f.dataType.simpleString() for f in table.schema.fields}
     assert types["f_date"] == "date" and types["f_datetime"] == "timestamp"
     assert types["f_timestamp"] == "timestamp" and types["f_bigint_unsigned"] == "decimal(38,0)"
-    assert types["f_smallint"] == "int" and types["f_bigint"] == "bigint" and types["f_blob"] == "binary"
+    assert (
+        types["f_smallint"] == "int"
+        and types["f_bigint"] == "bigint"
+        and types["f_blob"] == "binary"
+    )
     row = table.where("id = 1").collect()[0].asDict()
     assert row["f_date"] == dt.date(2022, 4, 27)  # 19109 days after 1970-01-01
     assert row["f_datetime"] == dt.datetime(2022, 4, 27, 14, 30)  # 1651069800000 ms
@@ -95,4 +103,6 @@ def test_seatunnel_all_types_are_typed_by_the_connect_schema(lake):
     assert bytes(row["f_blob"]) == base64.b64decode("aGVsbG8=") == b"hello"
     assert row["f_bit1"] is True and row["f_tinyint"] == -128 and row["f_tinyint_unsigned"] == 255
     assert row["f_float"] == pytest.approx(12.34, rel=1e-6)
-    assert row["f_json"] == '{"key": "value"}' and row["f_enum"] == "enum2" and row["f_year"] == 2022
+    assert (
+        row["f_json"] == '{"key": "value"}' and row["f_enum"] == "enum2" and row["f_year"] == 2022
+    )

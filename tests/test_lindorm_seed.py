@@ -17,7 +17,14 @@ def fixture_lines(name: str) -> list[str]:
 
 @pytest.mark.skipif(not SEEDS.is_dir(), reason="shared/seeds not beside the repository")
 def test_fixtures_are_the_seed_samples_verbatim() -> None:
-    names = ["structure-example", "sql-insert", "sql-update", "sql-delete", "sql-column-delete", "hbase-insert"]
+    names = [
+        "structure-example",
+        "sql-insert",
+        "sql-update",
+        "sql-delete",
+        "sql-column-delete",
+        "hbase-insert",
+    ]
     landed = [json.loads(fixture_lines(f"{n}.jsonl")[0]) for n in names]
     assert landed == seed_blocks(LINDORM_SEED)
 
@@ -41,7 +48,10 @@ def test_sql_table_insert_update_delete_and_column_delete(lake):
 
 def test_sql_samples_in_one_batch_collapse_to_the_last_change(lake):
     lake.add_pipeline("customers", "lindorm", keys={"customers": ["id"]})
-    lines = [fixture_lines(f"{n}.jsonl")[0] for n in ("sql-insert", "sql-update", "sql-delete", "sql-column-delete")]
+    lines = [
+        fixture_lines(f"{n}.jsonl")[0]
+        for n in ("sql-insert", "sql-update", "sql-delete", "sql-column-delete")
+    ]
     lake.land("customers", "batch.jsonl", lines)
     summary = lake.run("customers")
     table = summary.tables["customers"]

@@ -29,13 +29,18 @@ def test_insert_update_delete_across_batches_are_row_level_changes(pipe, fmt):
     pipe.land("accounts", "001.json", [c.insert(ALICE, 1000), c.insert(BOB, 1001)])
     s1 = pipe.run("accounts")
     assert s1.tables[TABLE].inserted == 2 and rows(pipe) == [ALICE, BOB]
-    pipe.land("accounts", "002.json", [c.update(ALICE, {**ALICE, "balance": 90}, 2000), c.delete(BOB, 2001)])
+    pipe.land(
+        "accounts",
+        "002.json",
+        [c.update(ALICE, {**ALICE, "balance": 90}, 2000), c.delete(BOB, 2001)],
+    )
     s2 = pipe.run("accounts")
     assert (s2.tables[TABLE].updated, s2.tables[TABLE].deleted) == (1, 1)
     assert rows(pipe) == [{**ALICE, "balance": 90}]
     # Row-level: the update batch wrote delete files (merge-on-read) instead of rewriting data.
     summary = pipe.spark.sql(
-        f"SELECT summary FROM {pipe.catalog}.ods.{TABLE}.snapshots ORDER BY committed_at DESC LIMIT 1"
+        f"SELECT summary FROM {pipe.catalog}.ods.{TABLE}.snapshots "
+        "ORDER BY committed_at DESC LIMIT 1"
     ).collect()[0]["summary"]
     assert int(summary.get("added-position-deletes", "0")) == 2
     assert summary.get("deleted-data-files") is None
@@ -115,7 +120,10 @@ def test_bad_lines_are_dead_lettered_and_counted_and_the_batch_goes_on(pipe, fmt
     assert (s.lines, s.messages, s.dead_lettered) == (4, 2, 2)
     assert rows(pipe) == [ALICE, BOB]
     letters = pipe.dead_letters()
-    assert [(x["line"], x["raw"]) for x in letters] == [(2, "{not json"), (3, '{"unexpected": "shape"}')]
+    assert [(x["line"], x["raw"]) for x in letters] == [
+        (2, "{not json"),
+        (3, '{"unexpected": "shape"}'),
+    ]
     assert letters[0]["reason"] == "line is not valid JSON"
     assert all(x["file"].endswith("001.json") and x["batch_id"] == s.batch_id for x in letters)
     assert any("001.json:2: line is not valid JSON" in sample for sample in s.dead_letter_samples)

@@ -24,7 +24,12 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 INSERT, UPDATE, DELETED, DELETED_ABSENT, SUPERSEDED, OLDER = (
-    "insert", "update", "delete", "delete_absent", "superseded", "older",
+    "insert",
+    "update",
+    "delete",
+    "delete_absent",
+    "superseded",
+    "older",
 )
 _views = itertools.count()
 
@@ -65,7 +70,11 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
         values.append(typed.alias(name))
         errors.append(column_error(name, raw, typed, ctype))
     return changes.where(F.col("_cdc_target") == target.name).select(
-        "_cdc_file_idx", "_cdc_line", "_cdc_kind", "_cdc_key", "_cdc_source",
+        "_cdc_file_idx",
+        "_cdc_line",
+        "_cdc_kind",
+        "_cdc_key",
+        "_cdc_source",
         *values,
         F.col("_cdc_order").alias(ORDER_COLUMN),
         F.col("op").alias("_cdc_op"),
@@ -97,8 +106,10 @@ def classify(spark: SparkSession, good: DataFrame, target: TargetTable) -> DataF
     exists = F.col("_t_order").isNotNull()
     action = (
         F.when(F.col("_rank") > 1, F.lit(SUPERSEDED))
-        .when(exists & (order > F.col("_t_order")),
-              F.when(kind == DELETE, F.lit(DELETED)).otherwise(F.lit(UPDATE)))
+        .when(
+            exists & (order > F.col("_t_order")),
+            F.when(kind == DELETE, F.lit(DELETED)).otherwise(F.lit(UPDATE)),
+        )
         .when(exists, F.lit(OLDER))
         .when(F.col("_d_order").isNotNull() & (order <= F.col("_d_order")), F.lit(OLDER))
         .when(kind == UPSERT, F.lit(INSERT))
@@ -129,7 +140,9 @@ def _merge_target(spark: SparkSession, classified: DataFrame, target: TargetTabl
     spark.catalog.dropTempView(view)
 
 
-def _merge_tombstones(spark: SparkSession, classified: DataFrame, target: TargetTable, batch_id: int) -> None:
+def _merge_tombstones(
+    spark: SparkSession, classified: DataFrame, target: TargetTable, batch_id: int
+) -> None:
     view = f"_cdc_tombstones_{next(_views)}"
     action = F.col("_action")
     classified.where(
@@ -164,8 +177,11 @@ def apply_table(
     """
     typed = typed_changes(changes, target, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
     bad = typed.where(F.col("_type_error").isNotNull()).select(
-        "_cdc_file_idx", "_cdc_line", F.col("_type_error").alias("reason"),
-        F.col("_cdc_source").alias("source_table"), F.lit(target.name).alias("target_table"),
+        "_cdc_file_idx",
+        "_cdc_line",
+        F.col("_type_error").alias("reason"),
+        F.col("_cdc_source").alias("source_table"),
+        F.lit(target.name).alias("target_table"),
     )
     good = typed.where(F.col("_type_error").isNull())
     # Cut the lineage: the MERGE below changes the table this classification read, and a
@@ -193,6 +209,8 @@ def apply_table(
         _merge_target(spark, classified, target)
     if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), 0):
         _merge_tombstones(spark, classified, target, batch_id)
-    bad = bad.localCheckpoint(eager=True) if summary.dead_lettered else bad.limit(0).localCheckpoint()
+    bad = (
+        bad.localCheckpoint(eager=True) if summary.dead_lettered else bad.limit(0).localCheckpoint()
+    )
     typed.unpersist()
     return summary, bad

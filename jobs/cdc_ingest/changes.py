@@ -46,7 +46,11 @@ def configured_keys(pipeline: PipelineConfig) -> Column:
     if not pipeline.keys:
         return F.lit(None).cast("array<string>")
     lookup = F.create_map(
-        *[x for name, cols in pipeline.keys.items() for x in (F.lit(name), F.array(*map(F.lit, cols)))]
+        *[
+            x
+            for name, cols in pipeline.keys.items()
+            for x in (F.lit(name), F.array(*map(F.lit, cols)))
+        ]
     )
     db, schema, table = F.col("src_db"), F.col("src_schema"), F.col("src_table")
     candidates = [
@@ -63,8 +67,10 @@ def source_name() -> Column:
     return F.concat_ws(".", "src_db", "src_schema", "src_table")
 
 
-def mark_applied_offsets(records: DataFrame, spark: SparkSession, ranges: list[OffsetRange]) -> DataFrame:
-    """Flag Kafka records already applied: in a committed offset range, or repeated in this batch."""
+def mark_applied_offsets(
+    records: DataFrame, spark: SparkSession, ranges: list[OffsetRange]
+) -> DataFrame:
+    """Flag Kafka records already applied: in a committed offset range or repeated in the batch."""
     from pyspark.sql import Window
 
     first = Window.partitionBy("kafka_topic", "kafka_partition", "kafka_offset").orderBy(
@@ -106,12 +112,15 @@ def resolve_changes(decoded: DataFrame, pipeline: PipelineConfig, batch_id: int)
     key_error = F.when(
         is_change & (keys.isNull() | (F.size(keys) == 0)),
         F.concat(
-            F.lit("no key columns known for source table "), source_name(),
+            F.lit("no key columns known for source table "),
+            source_name(),
             F.lit(f": add it under keys: in pipeline '{pipeline.name}'"),
         ),
     ).when(
         is_change & (F.size(missing) > 0),
-        F.concat(F.lit("key column '"), F.element_at(missing, 1), F.lit("' is missing from the message")),
+        F.concat(
+            F.lit("key column '"), F.element_at(missing, 1), F.lit("' is missing from the message")
+        ),
     )
     applied = F.col("_cdc_applied") if "_cdc_applied" in decoded.columns else F.lit(False)
     error = F.when(applied, F.lit(None)).otherwise(

@@ -73,8 +73,18 @@ class CheckpointStore:
         rows = (
             self.spark.table(self.table)
             .where(F.col("pipeline") == self.pipeline)
-            .select("batch_id", "status", "file", "file_idx", "size", "fingerprint",
-                    "kafka_topic", "kafka_partition", "min_offset", "max_offset")
+            .select(
+                "batch_id",
+                "status",
+                "file",
+                "file_idx",
+                "size",
+                "fingerprint",
+                "kafka_topic",
+                "kafka_partition",
+                "min_offset",
+                "max_offset",
+            )
             .collect()
         )
         state = CheckpointState()
@@ -92,7 +102,9 @@ class CheckpointStore:
                     state.fingerprints.setdefault(r["fingerprint"], r["file"])
             if r["status"] == APPLIED and r["kafka_topic"] is not None:
                 state.offset_ranges.append(
-                    OffsetRange(r["kafka_topic"], r["kafka_partition"], r["min_offset"], r["max_offset"])
+                    OffsetRange(
+                        r["kafka_topic"], r["kafka_partition"], r["min_offset"], r["max_offset"]
+                    )
                 )
         if planned:
             batch_id = max(planned)
@@ -128,8 +140,14 @@ class CheckpointStore:
     def record_planned(self, plan: BatchPlan) -> None:
         """Commit the batch's file list before any table is changed."""
         rows = [
-            self._row(plan.batch_id, PLANNED, file=f.uri, file_idx=i, size=f.size,
-                      fingerprint=f.fingerprint)
+            self._row(
+                plan.batch_id,
+                PLANNED,
+                file=f.uri,
+                file_idx=i,
+                size=f.size,
+                fingerprint=f.fingerprint,
+            )
             for i, f in enumerate(plan.files)
         ]
         self._append(rows, plan.batch_id)
@@ -155,13 +173,25 @@ class CheckpointStore:
         for i, f in enumerate(plan.files):
             base = {"file": f.uri, "file_idx": i, "size": f.size, "fingerprint": f.fingerprint}
             if i not in with_offsets:
-                rows.append(self._row(plan.batch_id, APPLIED, records=records_per_file.get(i, 0), **base))
+                rows.append(
+                    self._row(plan.batch_id, APPLIED, records=records_per_file.get(i, 0), **base)
+                )
         for file_idx, topic, partition, lo, hi, count in offsets:
             f = plan.files[file_idx]
             rows.append(
-                self._row(plan.batch_id, APPLIED, file=f.uri, file_idx=file_idx, size=f.size,
-                          fingerprint=f.fingerprint, kafka_topic=topic, kafka_partition=partition,
-                          min_offset=lo, max_offset=hi, records=count)
+                self._row(
+                    plan.batch_id,
+                    APPLIED,
+                    file=f.uri,
+                    file_idx=file_idx,
+                    size=f.size,
+                    fingerprint=f.fingerprint,
+                    kafka_topic=topic,
+                    kafka_partition=partition,
+                    min_offset=lo,
+                    max_offset=hi,
+                    records=count,
+                )
             )
         for dup, original in plan.duplicates.items():
             rows.append(self._row(plan.batch_id, DUPLICATE, file=dup, duplicate_of=original))
@@ -169,8 +199,13 @@ class CheckpointStore:
         self._append(rows, plan.batch_id)
 
     def _row(self, batch_id: int, status: str, **values: Any) -> dict[str, Any]:
-        return {"pipeline": self.pipeline, "batch_id": batch_id, "status": status,
-                "recorded_at": datetime.now(UTC).replace(tzinfo=None), **values}
+        return {
+            "pipeline": self.pipeline,
+            "batch_id": batch_id,
+            "status": status,
+            "recorded_at": datetime.now(UTC).replace(tzinfo=None),
+            **values,
+        }
 
     def _append(self, rows: list[dict[str, Any]], batch_id: int) -> None:
         schema = SYSTEM_TABLES[CHECKPOINTS]

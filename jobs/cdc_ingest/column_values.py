@@ -30,7 +30,9 @@ def _connect_decimal(raw: Column, column_type: ColumnType) -> Column:
     negative = F.ascii(F.substring(F.hex(data), 1, 1)).between(ord("8"), ord("F"))
     modulus = F.pow(F.lit(2), F.octet_length(data) * 8).cast("decimal(38,0)")
     unscaled = F.when(negative, unsigned - modulus).otherwise(unsigned)
-    scaled = (unscaled / F.pow(F.lit(10), F.lit(column_type.scale)).cast("decimal(38,0)")).cast(target)
+    scaled = (unscaled / F.pow(F.lit(10), F.lit(column_type.scale)).cast("decimal(38,0)")).cast(
+        target
+    )
     return F.when(raw.rlike(NUMBER_TEXT), raw.cast(target)).when(
         raw.rlike(BASE64_TEXT) & (F.octet_length(data) <= 8), scaled
     )
@@ -46,7 +48,9 @@ def typed_value(raw: Column, column_type: ColumnType) -> Column:
     if encoding == "connect_decimal":
         return _connect_decimal(raw, column_type)
     if encoding == "epoch_days":
-        return F.when(raw.rlike(INTEGER_TEXT), F.date_add(F.lit("1970-01-01").cast("date"), raw.cast("int")))
+        return F.when(
+            raw.rlike(INTEGER_TEXT), F.date_add(F.lit("1970-01-01").cast("date"), raw.cast("int"))
+        )
     if encoding in ("epoch_millis", "epoch_micros", "epoch_nanos"):
         millis = raw.cast("bigint")
         value = {

@@ -39,7 +39,9 @@ class CatalogConfig:
         match = re.match(r"^postgresql(?:\+\w+)?://(?:([^:@/]+)(?::([^@/]*))?@)?(.+)$", self.uri)
         if match:
             return "jdbc:postgresql://" + match.group(3)
-        raise ConfigError(f"catalog.uri {self.uri!r}: only sqlite:/// and postgresql:// are supported")
+        raise ConfigError(
+            f"catalog.uri {self.uri!r}: only sqlite:/// and postgresql:// are supported"
+        )
 
     @property
     def jdbc_credentials(self) -> tuple[str | None, str | None]:
@@ -117,8 +119,10 @@ def _parse_keys(raw: Any, where: str) -> dict[str, tuple[str, ...]]:
     for table, columns in raw.items():
         if isinstance(columns, str):
             columns = [columns]
-        if not isinstance(columns, list) or not columns or not all(
-            isinstance(c, str) and c for c in columns
+        if (
+            not isinstance(columns, list)
+            or not columns
+            or not all(isinstance(c, str) and c for c in columns)
         ):
             raise ConfigError(f"{where}.keys.{table}: expected a non-empty list of column names")
         keys[str(table)] = tuple(columns)
@@ -212,9 +216,7 @@ def load_config(path: str | Path) -> Config:
     if not isinstance(pipelines_raw, list) or not pipelines_raw:
         raise ConfigError(f"{path}: 'pipelines' must be a non-empty list")
     formats = format_names()
-    pipelines = tuple(
-        _parse_pipeline(p, i, path, formats) for i, p in enumerate(pipelines_raw)
-    )
+    pipelines = tuple(_parse_pipeline(p, i, path, formats) for i, p in enumerate(pipelines_raw))
     names = [p.name for p in pipelines]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:

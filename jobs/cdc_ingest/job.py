@@ -70,9 +70,13 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
             records = mark_applied_offsets(records, spark, state.offset_ranges)
         resolved = resolve_changes(decoder.decode(records), pipeline, plan.batch_id)
         cached = resolved.drop("raw", "value", "key").persist(StorageLevel.MEMORY_AND_DISK)
-        dead = _apply_all(spark, config, pipeline.name, decoder, resolved, cached, plan.batch_id, summary)
+        dead = _apply_all(
+            spark, config, pipeline.name, decoder, resolved, cached, plan.batch_id, summary
+        )
         _maybe_die("after_tables")
-        _write_dead_letters(spark, catalog, namespace, pipeline.name, plan.batch_id, resolved, dead, summary)
+        _write_dead_letters(
+            spark, catalog, namespace, pipeline.name, plan.batch_id, resolved, dead, summary
+        )
         records_per_file, offsets = _file_stats(cached, pipeline.envelope == "kafka")
         cached.unpersist()
     _maybe_die("before_checkpoint")
@@ -160,13 +164,18 @@ def _write_dead_letters(
         return
     table = qualified(catalog, namespace, DEAD_LETTERS)
     decode_errors = resolved.where(F.col("_cdc_error").isNotNull()).select(
-        "_cdc_file_idx", "_cdc_line", F.col("_cdc_error").alias("reason"),
-        F.col("_cdc_source").alias("source_table"), F.col("_cdc_target").alias("target_table"),
+        "_cdc_file_idx",
+        "_cdc_line",
+        F.col("_cdc_error").alias("reason"),
+        F.col("_cdc_source").alias("source_table"),
+        F.col("_cdc_target").alias("target_table"),
     )
     errors = decode_errors
     for frame in typing_errors:
         errors = errors.unionByName(frame)
-    raw = resolved.select("_cdc_file_idx", "_cdc_line", "raw", "kafka_topic", "kafka_partition", "kafka_offset")
+    raw = resolved.select(
+        "_cdc_file_idx", "_cdc_line", "raw", "kafka_topic", "kafka_partition", "kafka_offset"
+    )
     files = spark.createDataFrame(list(enumerate(summary.files)), "_cdc_file_idx int, file string")
     letters = (
         errors.join(raw, ["_cdc_file_idx", "_cdc_line"])
@@ -176,7 +185,9 @@ def _write_dead_letters(
             F.lit(batch_id).cast("bigint").alias("batch_id"),
             "file",
             F.col("_cdc_line").alias("line"),
-            "kafka_topic", "kafka_partition", "kafka_offset",
+            "kafka_topic",
+            "kafka_partition",
+            "kafka_offset",
             F.when(F.col("source_table") != "", F.col("source_table")).alias("source_table"),
             F.when(F.col("target_table") != "", F.col("target_table")).alias("target_table"),
             "reason",
@@ -185,11 +196,18 @@ def _write_dead_letters(
         )
         .localCheckpoint(eager=True)
     )
-    samples = letters.orderBy("file", "line").select("file", "line", "reason").limit(DEAD_LETTER_SAMPLES)
-    summary.dead_letter_samples = [f"{r['file']}:{r['line']}: {r['reason']}" for r in samples.collect()]
-    already = spark.table(table).where(
-        (F.col("pipeline") == pipeline) & (F.col("batch_id") == batch_id)
-    ).limit(1).count()
+    samples = (
+        letters.orderBy("file", "line").select("file", "line", "reason").limit(DEAD_LETTER_SAMPLES)
+    )
+    summary.dead_letter_samples = [
+        f"{r['file']}:{r['line']}: {r['reason']}" for r in samples.collect()
+    ]
+    already = (
+        spark.table(table)
+        .where((F.col("pipeline") == pipeline) & (F.col("batch_id") == batch_id))
+        .limit(1)
+        .count()
+    )
     if not already:
         (
             letters.writeTo(table)
@@ -205,7 +223,11 @@ def _file_stats(
     """Records per file and, for Kafka envelopes, offset ranges per file and topic partition."""
     rows = (
         cached.groupBy("_cdc_file_idx", "kafka_topic", "kafka_partition")
-        .agg(F.min("kafka_offset").alias("lo"), F.max("kafka_offset").alias("hi"), F.count("*").alias("n"))
+        .agg(
+            F.min("kafka_offset").alias("lo"),
+            F.max("kafka_offset").alias("hi"),
+            F.count("*").alias("n"),
+        )
         .collect()
     )
     per_file: dict[int, int] = {}
@@ -213,5 +235,14 @@ def _file_stats(
     for r in rows:
         per_file[r["_cdc_file_idx"]] = per_file.get(r["_cdc_file_idx"], 0) + r["n"]
         if kafka and r["kafka_topic"] is not None and r["lo"] is not None:
-            offsets.append((r["_cdc_file_idx"], r["kafka_topic"], r["kafka_partition"], r["lo"], r["hi"], r["n"]))
+            offsets.append(
+                (
+                    r["_cdc_file_idx"],
+                    r["kafka_topic"],
+                    r["kafka_partition"],
+                    r["lo"],
+                    r["hi"],
+                    r["n"],
+                )
+            )
     return per_file, offsets

@@ -7,7 +7,7 @@ costs no per-row Python beyond splitting lines. Everything after that is Spark S
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -26,7 +26,7 @@ KAFKA_ENVELOPE_SCHEMA = (
 ARROW_BATCH_LINES = 65536
 
 
-def _lines_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _lines_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
     for batch in batches:
@@ -52,7 +52,9 @@ def _lines_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
                             errors.append(None)
                         except UnicodeDecodeError as exc:
                             texts.append(line.decode("utf-8", errors="replace"))
-                            errors.append(f"line is not valid UTF-8 ({exc.reason} at byte {exc.start})")
+                            errors.append(
+                                f"line is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+                            )
                     raw = pa.array(texts, pa.string())
                 yield pa.RecordBatch.from_pydict(
                     {
@@ -82,15 +84,19 @@ def to_records(lines: DataFrame, envelope: str) -> DataFrame:
     """
     if envelope == "kafka":
         env = F.from_json(
-            "raw", KAFKA_ENVELOPE_SCHEMA,
+            "raw",
+            KAFKA_ENVELOPE_SCHEMA,
             {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"},
         )
         with_env = lines.withColumn("_env", env)
         e = F.col("_env")
         envelope_error = F.when(
             F.col("raw").isNotNull() & e.getField("_corrupt").isNotNull(),
-            F.when(F.get_json_object("raw", "$").isNull(), F.lit("line is not valid JSON"))
-            .otherwise(F.lit("line is not a Kafka record envelope {topic, partition, offset, key, value}")),
+            F.when(
+                F.get_json_object("raw", "$").isNull(), F.lit("line is not valid JSON")
+            ).otherwise(
+                F.lit("line is not a Kafka record envelope {topic, partition, offset, key, value}")
+            ),
         ).when(
             e.getField("topic").isNull() | e.getField("offset").isNull(),
             F.lit("Kafka record envelope lacks topic or offset"),

@@ -78,6 +78,8 @@ def catalog_conf(catalog: CatalogConfig) -> dict[str, str]:
         f"{prefix}.warehouse": catalog.warehouse,
         # pyiceberg's SqlCatalog reads and writes the V1 layout (with iceberg_type).
         f"{prefix}.jdbc.schema-version": "V1",
+        # Other writers (a rerun, another pipeline, pyiceberg) commit to the same tables.
+        f"{prefix}.cache-enabled": "false",
     }
     user, password = catalog.jdbc_credentials
     if user:

@@ -51,15 +51,18 @@ class RunSummary:
         """Human-readable summary for the CLI and the Airflow task log."""
         if self.batch_id is None:
             return f"pipeline {self.pipeline}: nothing new to apply"
+        resumed = " (resumed)" if self.resumed else ""
         head = (
-            f"pipeline {self.pipeline} batch {self.batch_id}{' (resumed)' if self.resumed else ''}: "
+            f"pipeline {self.pipeline} batch {self.batch_id}{resumed}: "
             f"{len(self.files)} files, {self.lines} lines = {self.messages} messages + "
             f"{self.dead_lettered} dead-lettered"
         )
         lines = [head]
         if self.duplicate_files:
             lines.append(f"  skipped {len(self.duplicate_files)} duplicate files:")
-            lines += [f"    {dup} (same content as {orig})" for dup, orig in self.duplicate_files.items()]
+            lines += [
+                f"    {dup} (same content as {orig})" for dup, orig in self.duplicate_files.items()
+            ]
         if self.no_row_change or self.already_applied:
             lines.append(
                 f"  {self.no_row_change} messages change no row (tombstone/control/DDL), "
@@ -74,6 +77,8 @@ class RunSummary:
                 f"delete of absent key {t.deleted_absent}; dead-lettered {t.dead_lettered}"
             )
         if self.dead_letter_samples:
-            lines.append(f"  dead letters ({self.dead_lettered}, first {len(self.dead_letter_samples)}):")
+            lines.append(
+                f"  dead letters ({self.dead_lettered}, first {len(self.dead_letter_samples)}):"
+            )
             lines += [f"    {sample}" for sample in self.dead_letter_samples]
         return "\n".join(lines)

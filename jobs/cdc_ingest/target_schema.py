@@ -139,7 +139,9 @@ def prepare_target(
     if created:
         ordered = {c: types[c] for c in columns}
         create_target(spark, identifier, ordered, keys)
-        spark.sql(f"ALTER TABLE {identifier} SET TBLPROPERTIES ('{KEYS_PROPERTY}'='{','.join(keys)}')")
+        spark.sql(
+            f"ALTER TABLE {identifier} SET TBLPROPERTIES ('{KEYS_PROPERTY}'='{','.join(keys)}')"
+        )
     else:
         keys = _table_keys(spark, identifier) or keys
         add_columns(spark, identifier, {c: types[c] for c in new})

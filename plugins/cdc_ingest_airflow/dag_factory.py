@@ -176,6 +176,6 @@ def build_dags(config_path: str | os.PathLike[str]) -> dict[str, DAG]:
             file, it becomes an Airflow import error that names the file and the reason.
         DeploymentError: if ``jobs/ingest_job.py`` cannot be located.
     """
-    config = load_config(config_path)
+    config = load_config(os.fspath(config_path))
     dags = [build_dag(config, pipeline) for pipeline in config.pipelines]
     return {dag.dag_id: dag for dag in dags}

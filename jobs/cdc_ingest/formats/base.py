@@ -18,11 +18,11 @@ if TYPE_CHECKING:
 # What a decoder adds to each record:
 #   src_db, src_schema, src_table  where the change happened (strings, db/schema may be null)
 #   op           the vendor's operation name, as written in the message
-#   kind         one of KINDS: what the change means for the mirrored table
-#   order        array<bigint>: the vendor ordering value, compared element by element
-#   image        map<string,string>: the row after (upserts) or before (deletes), JSON values as text
+#   kind         one of KINDS: what the change means for the mirror
+#   order        array<bigint>: vendor ordering value, compared element by element
+#   image        map<string,string>: row after (upserts) or before (deletes), values as text
 #   key_names    array<string>: key columns the message itself names, or null
-#   key_values   map<string,string>: key values carried outside the image (e.g. a Kafka key), or null
+#   key_values   map<string,string>: key values from outside the image (a Kafka key), or null
 #   schema_hint  string: whatever the decoder needs to type the image's columns (see type_hint)
 #   error        string: why the record cannot be applied; such records become dead letters
 CHANGE_COLUMNS = (

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import DELETE, DDL, NOOP, UPSERT, Decoder, TypeHint
+from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder, TypeHint
 from cdc_ingest.formats.connect_schema import type_hint_from_schema
 
 if TYPE_CHECKING:
@@ -24,7 +24,9 @@ PAYLOAD_FIELDS = (
     "op string, ts_ms string, before map<string,string>, after map<string,string>, "
     "source map<string,string>, ddl string"
 )
-ENVELOPE_SCHEMA = f"schema string, payload struct<{PAYLOAD_FIELDS}>, {PAYLOAD_FIELDS}, _corrupt string"
+ENVELOPE_SCHEMA = (
+    f"schema string, payload struct<{PAYLOAD_FIELDS}>, {PAYLOAD_FIELDS}, _corrupt string"
+)
 JSON_OPTIONS = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
 KEY_SCHEMA = "map<string,string>"
 
@@ -42,8 +44,10 @@ def shape_error(value: Column, fmt: str) -> Column:
     return F.when(
         F.get_json_object(value, "$").isNull(), F.lit("line is not valid JSON")
     ).otherwise(
-        F.lit(f"not a {fmt} message: expected a JSON object with op/before/after/source "
-              "(before, after and source must be objects)")
+        F.lit(
+            f"not a {fmt} message: expected a JSON object with op/before/after/source "
+            "(before, after and source must be objects)"
+        )
     )
 
 
@@ -51,7 +55,10 @@ class DebeziumFamilyDecoder(Decoder):
     """Shared decoding of Debezium-shaped messages; subclasses choose table names and ordering."""
 
     image_json_paths: ClassVar[tuple[str, ...]] = (
-        "$.payload.after", "$.after", "$.payload.before", "$.before",
+        "$.payload.after",
+        "$.after",
+        "$.payload.before",
+        "$.before",
     )
     #: source field holding the schema (Postgres schema, Lindorm namespace…)
     schema_field: ClassVar[str] = "schema"

@@ -34,9 +34,9 @@ class LindormDecoder(DebeziumFamilyDecoder):
         return names, F.lit(None).cast("map<string,string>")
 
     def schema_hint(self, envelope_schema: Column, image: Column) -> Column:
-        return F.when(
-            F.map_contains_key(image, HBASE_ROW_KEY), F.lit(HBASE_HINT)
-        ).otherwise(super().schema_hint(envelope_schema, image))
+        return F.when(F.map_contains_key(image, HBASE_ROW_KEY), F.lit(HBASE_HINT)).otherwise(
+            super().schema_hint(envelope_schema, image)
+        )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:
         if schema_hint == HBASE_HINT:

@@ -1,0 +1,89 @@
+"""The CLI as a process: exit codes, clear errors, and a run killed between commits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from formats_under_test import FORMATS, TABLE, Changes
+
+CLI = str(Path(sys.executable).parent / "cdc-ingest")
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CLI, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+
+
+def test_bad_config_exits_non_zero_with_one_clear_line(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text(
+        "catalog: {uri: 'sqlite:////tmp/x.db', warehouse: 'file:///tmp/x'}\n"
+        "pipelines:\n  - {name: p, format: nosuch, landing: 'file:///tmp', namespace: ods}\n"
+    )
+    done = cli("run", "--config", str(config), "--pipeline", "p")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"cdc-ingest: error: {config}: pipeline 'p': unknown format 'nosuch' "
+        "(known: lindorm, arcion, debezium-json)"
+    ]
+
+
+def test_missing_pipeline_and_unreadable_landing_exit_non_zero(tmp_path):
+    config = tmp_path / "p.yaml"
+    config.write_text(
+        f"catalog: {{uri: 'sqlite:///{tmp_path}/c.db', warehouse: '{tmp_path.as_uri()}/w'}}\n"
+        "pipelines:\n  - {name: p, format: lindorm, namespace: ods, "
+        f"landing: '{tmp_path.as_uri()}/nowhere'}}\n"
+    )
+    missing = cli("run", "--config", str(config), "--pipeline", "q")
+    assert missing.returncode == 2 and "no pipeline named 'q' (pipelines: p)" in missing.stderr
+    unreadable = cli("run", "--config", str(config), "--pipeline", "p")
+    assert unreadable.returncode == 2
+    assert (
+        f"landing zone {tmp_path.as_uri()}/nowhere is not a readable directory" in unreadable.stderr
+    )
+
+
+@pytest.mark.slow
+def test_killed_between_table_commit_and_checkpoint_commit_rerun_is_exact(lake):
+    """Kill the job after the tables are committed but before the checkpoint; rerun; compare."""
+    c = Changes("arcion")
+    lake.add_pipeline("accounts", "arcion", **FORMATS["arcion"]["options"])
+    lake.land("accounts", "001.json", [c.insert({"id": 1, "owner": "a", "balance": 1}, 1000)])
+    lake.run("accounts")
+    lake.land(
+        "accounts",
+        "002.json",
+        [
+            c.update(
+                {"id": 1, "owner": "a", "balance": 1}, {"id": 1, "owner": "a", "balance": 2}, 2000
+            ),
+            c.insert({"id": 2, "owner": "b", "balance": 3}, 2001),
+            c.delete({"id": 2, "owner": "b", "balance": 3}, 2002),
+            c.insert({"id": 3, "owner": "c", "balance": 4}, 2003),
+            "not json",
+        ],
+    )
+    killed = cli(
+        "run",
+        "--config",
+        str(lake.config_path),
+        "--pipeline",
+        "accounts",
+        env={"CDC_INGEST_FAIL_AT": "after_tables"},
+    )
+    assert killed.returncode == 99, killed.stderr[-2000:]
+    rerun = cli("run", "--config", str(lake.config_path), "--pipeline", "accounts")
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "batch 2 (resumed)" in rerun.stdout
+    assert "5 lines = 4 messages + 1 dead-lettered" in rerun.stdout
+    assert lake.rows(TABLE, "id", "balance") == [{"id": 1, "balance": 2}, {"id": 3, "balance": 4}]
+    assert len(lake.dead_letters()) == 1
+    committed = lake.table("_cdc_checkpoints").where("status = 'committed'").count()
+    assert committed == 2
+    assert lake.run("accounts").batch_id is None
