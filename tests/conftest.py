@@ -21,6 +21,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("CDC_INGEST_SHUFFLE_PARTITIONS", "2")
 os.environ.setdefault("SPARK_MASTER", "local[2]")
+# Python workers inherit the environment the JVM started with: the loopback S3 test's
+# credentials must be there before the session starts. (No test reaches real AWS.)
+for _name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+    os.environ.setdefault(_name, "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 _catalogs = itertools.count()
 
 

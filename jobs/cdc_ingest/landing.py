@@ -46,13 +46,18 @@ def is_landed_name(name: str) -> bool:
     return lowered.endswith(LANDED_SUFFIXES) and not os.path.basename(lowered).startswith(".")
 
 
-def s3_client() -> Any:
-    """A boto3 S3 client; honours AWS_ENDPOINT_URL (e.g. a loopback endpoint) like the AWS CLI."""
+def s3_endpoint() -> str | None:
+    """The S3 endpoint override (AWS_ENDPOINT_URL), e.g. MinIO or a loopback test server."""
+    return os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def s3_client(endpoint: str | None = None) -> Any:
+    """A boto3 S3 client for ``endpoint`` (default: AWS_ENDPOINT_URL, else AWS)."""
     try:
         import boto3
     except ImportError as exc:  # pragma: no cover - boto3 is a declared dependency
         raise LandingError("s3:// landing zones need boto3: pip install boto3") from exc
-    return boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
+    return boto3.client("s3", endpoint_url=endpoint or s3_endpoint())
 
 
 def _local_path(uri: str) -> Path:
@@ -113,11 +118,13 @@ def _list_s3(landing: str) -> list[LandedFile]:
     return sorted(files, key=lambda f: f.uri)
 
 
-def read_bytes(uri: str) -> bytes:
-    """The decompressed content of one landed file."""
+def read_bytes(uri: str, endpoint: str | None = None) -> bytes:
+    """The decompressed content of one landed file (``endpoint``: S3 endpoint override)."""
     if uri.startswith("s3://"):
         parsed = urlparse(uri)
-        body = s3_client().get_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))["Body"]
+        body = s3_client(endpoint).get_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))[
+            "Body"
+        ]
         data: bytes = body.read()
     else:
         data = _local_path(uri).read_bytes()

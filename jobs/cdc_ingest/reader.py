@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.landing import iter_lines, read_bytes
+from cdc_ingest.landing import iter_lines, read_bytes, s3_endpoint
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -30,12 +30,11 @@ def _lines_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     import pyarrow as pa
 
     for batch in batches:
-        for file_idx, uri in zip(
-            batch.column("file_idx").to_pylist(), batch.column("uri").to_pylist(), strict=True
-        ):
+        columns = (batch.column(n).to_pylist() for n in ("file_idx", "uri", "endpoint"))
+        for file_idx, uri, endpoint in zip(*columns, strict=True):
             # An unreadable file fails the run (and the run is retried) rather than being marked
             # applied with nothing read from it.
-            data = read_bytes(uri)
+            data = read_bytes(uri, endpoint)
             numbered = list(iter_lines(data))
             for start in range(0, len(numbered), ARROW_BATCH_LINES):
                 chunk = numbered[start : start + ARROW_BATCH_LINES]
@@ -68,9 +67,11 @@ def _lines_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 
 def read_lines(spark: SparkSession, uris: list[str]) -> DataFrame:
     """Every non-blank line of the given files, with ``_cdc_file_idx`` (index in ``uris``)."""
-    rows = list(enumerate(uris))
+    # The driver's S3 endpoint travels with each file: executors may not share its environment.
+    rows = [(i, uri, s3_endpoint()) for i, uri in enumerate(uris)]
     plan = spark.createDataFrame(
-        spark.sparkContext.parallelize(rows, max(1, len(rows))), "file_idx int, uri string"
+        spark.sparkContext.parallelize(rows, max(1, len(rows))),
+        "file_idx int, uri string, endpoint string",
     )
     return plan.mapInArrow(_lines_batches, LINES_SCHEMA)
 

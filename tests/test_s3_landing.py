@@ -1,0 +1,69 @@
+"""An S3 landing zone, served by a real S3 endpoint (moto's server) on loopback."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+
+import pytest
+from formats_under_test import FORMATS, TABLE, Changes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch):
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    for name, value in {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    yield endpoint
+    server.stop()
+
+
+def test_files_landed_on_s3_plain_and_gzipped_are_applied_once(lake, s3_endpoint):
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.create_bucket(Bucket="landing")
+    c = Changes("debezium-json")
+    first = c.insert({"id": 1, "owner": "a", "balance": 1}, 1000) + "\n"
+    second = c.update(
+        {"id": 1, "owner": "a", "balance": 1}, {"id": 1, "owner": "a", "balance": 2}, 2000
+    )
+    s3.put_object(Bucket="landing", Key="accounts/2026/001.jsonl", Body=first.encode())
+    s3.put_object(
+        Bucket="landing", Key="accounts/2026/002.jsonl.gz", Body=gzip.compress(second.encode())
+    )
+    s3.put_object(Bucket="landing", Key="accounts/2026/_SUCCESS", Body=b"")
+    lake.pipelines = [
+        {
+            "name": "accounts",
+            "format": "debezium-json",
+            "landing": "s3://landing/accounts",
+            "namespace": "ods",
+            **FORMATS["debezium-json"]["options"],
+        }
+    ]
+    lake.write_config()
+    summary = lake.run("accounts")
+    assert summary.files == [
+        "s3://landing/accounts/2026/001.jsonl",
+        "s3://landing/accounts/2026/002.jsonl.gz",
+    ]
+    assert (summary.lines, summary.messages) == (2, 2)
+    assert lake.rows(TABLE, "id", "balance") == [{"id": 1, "balance": 2}]
+    assert lake.run("accounts").batch_id is None
