@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
 
-from cdc_ingest.config import CatalogConfig, load_config  # noqa: E402
+from cdc_ingest.config import load_config  # noqa: E402
 from cdc_ingest.summary import RunSummary  # noqa: E402
 
 if TYPE_CHECKING:
@@ -345,17 +345,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
     config = load_config(write_config(run_dir, landing))
-    catalog: CatalogConfig = config.catalog
 
     os.environ.setdefault("SPARK_DRIVER_MEMORY", "6g")
     import cdc_ingest.job as job_module
     from cdc_ingest.spark_session import build_session
 
     start = time.perf_counter()
-    spark = build_session(catalog, app_name="cdc-ingest-bench")
-    cores = spark.sparkContext.defaultParallelism
+    spark = build_session(config.catalog, app_name="cdc-ingest-bench")
     print(
-        f"spark {spark.version}: {spark.sparkContext.master}, {cores} cores, driver memory "
+        f"spark {spark.version}: {spark.sparkContext.master}, "
+        f"{spark.sparkContext.defaultParallelism} cores, driver memory "
         f"{os.environ['SPARK_DRIVER_MEMORY']}, started in {time.perf_counter() - start:.1f} s",
         flush=True,
     )
@@ -389,10 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         return 1
-    print(
-        f"summary adds up: {summary.lines:,} lines = {summary.messages:,} messages + "
-        f"{summary.dead_lettered} dead-lettered; bench.customers holds {rows:,} rows"
-    )
+    print(f"summary adds up: {summary.lines:,} lines = {summary.messages:,} messages + "
+          f"{summary.dead_lettered} dead-lettered; bench.customers holds {rows:,} rows")
     return 0
 
 
