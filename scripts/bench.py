@@ -165,13 +165,12 @@ PHASES: tuple[tuple[str, str, str, str | None], ...] = (
     ("cdc_ingest.apply", "_merge_target", "MERGE INTO target", "apply table"),
     ("cdc_ingest.apply", "_merge_tombstones", "MERGE INTO tombstones", "apply table"),
     ("cdc_ingest.job", "_write_dead_letters", "dead letters", "run_pipeline"),
-    ("cdc_ingest.job", "_file_stats", "records per file", "run_pipeline"),
     (STORE, "CheckpointStore.record_committed", "record committed", "run_pipeline"),
 )
 REMAINDER = {
     "run_pipeline": "other",
-    "apply all tables": "read + decode + inventory (1st pass, caches batch)",
-    "apply table": "type + classify + count (localCheckpoint)",
+    "apply all tables": "read + decode + inventory, file stats (1st pass, caches batch)",
+    "apply table": "type + collapse + classify + count (localCheckpoint)",
 }
 
 

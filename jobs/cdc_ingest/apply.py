@@ -7,11 +7,11 @@ The ordering guard is repeated inside the MERGE, so re-applying a batch changes 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
@@ -83,30 +83,60 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
     )
 
 
-def classify(spark: SparkSession, good: DataFrame, target: TargetTable) -> DataFrame:
-    """Each change marked with what applying it does (``_action``) and its tombstone, if any."""
+def newest_changes(good: DataFrame) -> DataFrame:
+    """Each key's newest change, with ``_changes``: how many changes of the batch it stands for.
+
+    One sort by key and order serves both window functions (same partitioning and ordering), and
+    only the newest change per key goes on: the others are merely counted as superseded.
+    """
     newest_first = Window.partitionBy("_cdc_key").orderBy(F.col(ORDER_COLUMN).desc())
-    ranked = good.withColumn("_rank", F.row_number().over(newest_first))
-    current = spark.table(target.identifier).select(
-        *[F.col(k).alias(f"_t_{k}") for k in target.keys],
-        F.col(ORDER_COLUMN).alias("_t_order"),
+    whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    return (
+        good.drop("_cdc_file_idx", "_cdc_line", "_cdc_source", "_type_error")
+        .withColumn("_rank", F.row_number().over(newest_first))
+        .withColumn("_changes", F.count(F.lit(1)).over(whole_key))
+        .where(F.col("_rank") == 1)
+        .drop("_rank")
     )
-    tombstones = (
-        spark.table(target.tombstones)
-        .where(F.col("target_table") == target.name)
-        .select(F.col("key").alias("_d_key"), F.col(ORDER_COLUMN).alias("_d_order"))
-    )
-    on_key = F.col("_rank") == 1
-    for k in target.keys:
-        on_key = on_key & (F.col(k) == F.col(f"_t_{k}"))
-    joined = ranked.join(current, on_key, "left").join(
-        tombstones, (F.col("_rank") == 1) & (F.col("_cdc_key") == F.col("_d_key")), "left"
-    )
+
+
+def classify(
+    spark: SparkSession, newest: DataFrame, target: TargetTable, table_rows: bool, tombstones: bool
+) -> DataFrame:
+    """Each key's newest change marked with what applying it does (``_action``).
+
+    Args:
+        spark: the session.
+        newest: output of ``newest_changes``.
+        target: the table.
+        table_rows: whether the table may hold rows (a table this run created holds none).
+        tombstones: whether ``_cdc_tombstones`` may hold keys of this table.
+    """
+    joined = newest
+    if table_rows:
+        current = spark.table(target.identifier).select(
+            *[F.col(k).alias(f"_t_{k}") for k in target.keys],
+            F.col(ORDER_COLUMN).alias("_t_order"),
+        )
+        on_key = functools.reduce(
+            lambda a, b: a & b, [F.col(k) == F.col(f"_t_{k}") for k in target.keys]
+        )
+        joined = joined.join(current, on_key, "left")
+    else:
+        joined = joined.withColumn("_t_order", F.lit(None).cast("array<bigint>"))
+    if tombstones:
+        deleted = (
+            spark.table(target.tombstones)
+            .where(F.col("target_table") == target.name)
+            .select(F.col("key").alias("_d_key"), F.col(ORDER_COLUMN).alias("_d_order"))
+        )
+        joined = joined.join(deleted, F.col("_cdc_key") == F.col("_d_key"), "left")
+    else:
+        joined = joined.withColumn("_d_order", F.lit(None).cast("array<bigint>"))
     order, kind = F.col(ORDER_COLUMN), F.col("_cdc_kind")
     exists = F.col("_t_order").isNotNull()
     action = (
-        F.when(F.col("_rank") > 1, F.lit(SUPERSEDED))
-        .when(
+        F.when(
             exists & (order > F.col("_t_order")),
             F.when(kind == DELETE, F.lit(DELETED)).otherwise(F.lit(UPDATE)),
         )
@@ -167,15 +197,66 @@ def _merge_tombstones(
     spark.catalog.dropTempView(view)
 
 
+def _has_tombstones(spark: SparkSession, target: TargetTable) -> bool:
+    keys = spark.table(target.tombstones).where(F.col("target_table") == target.name)
+    return bool(keys.limit(1).count())
+
+
 def apply_table(
-    spark: SparkSession, changes: DataFrame, target: TargetTable, batch_id: int
+    spark: SparkSession,
+    changes: DataFrame,
+    target: TargetTable,
+    batch_id: int,
+    rows: int,
+    created: bool,
 ) -> tuple[TableSummary, DataFrame]:
     """Apply this table's changes; returns its summary and its dead letters (typing errors).
 
-    The dead-letter frame has ``_cdc_file_idx``, ``_cdc_line``, ``reason``, ``source_table`` and
-    ``target_table`` and is only valid until the next batch (it reads cached data).
+    Args:
+        spark: the session.
+        changes: the batch's changes (cached), every table's.
+        target: the table.
+        batch_id: the batch.
+        rows: how many of ``changes`` are aimed at this table (the batch inventory counted them),
+            so that typing errors cost a pass of their own only when there are some.
+        created: whether this run created the table, which then holds no rows to compare with.
+
+    Returns:
+        The summary and a dead-letter frame with ``_cdc_file_idx``, ``_cdc_line``, ``reason``,
+        ``source_table`` and ``target_table``, only valid until the next batch.
     """
-    typed = typed_changes(changes, target, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
+    typed = typed_changes(changes, target, batch_id)
+    newest = newest_changes(typed.where(F.col("_type_error").isNull()))
+    # Cut the lineage: the MERGE below changes the table this classification read, and a
+    # recomputation after it would classify against the new state.
+    classified = classify(
+        spark, newest, target, table_rows=not created, tombstones=_has_tombstones(spark, target)
+    ).localCheckpoint(eager=True)
+    counts = {
+        (r["_action"], r["_had_tombstone"]): (r["keys"], r["changes"])
+        for r in classified.groupBy("_action", "_had_tombstone")
+        .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
+        .collect()
+    }
+    by_action: dict[str, int] = {}
+    for (act, _), (keys, _) in counts.items():
+        by_action[act] = by_action.get(act, 0) + keys
+    good = sum(n for _, n in counts.values())
+    summary = TableSummary(
+        table=target.name,
+        messages=good,
+        inserted=by_action.get(INSERT, 0),
+        updated=by_action.get(UPDATE, 0),
+        deleted=by_action.get(DELETED, 0),
+        deleted_absent=by_action.get(DELETED_ABSENT, 0),
+        superseded=good - sum(by_action.values()),
+        older=by_action.get(OLDER, 0),
+        dead_lettered=rows - good,
+    )
+    if summary.inserted or summary.updated or summary.deleted:
+        _merge_target(spark, classified, target)
+    if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
+        _merge_tombstones(spark, classified, target, batch_id)
     bad = typed.where(F.col("_type_error").isNotNull()).select(
         "_cdc_file_idx",
         "_cdc_line",
@@ -183,34 +264,7 @@ def apply_table(
         F.col("_cdc_source").alias("source_table"),
         F.lit(target.name).alias("target_table"),
     )
-    good = typed.where(F.col("_type_error").isNull())
-    # Cut the lineage: the MERGE below changes the table this classification read, and a
-    # recomputation after it would classify against the new state.
-    classified = classify(spark, good, target).localCheckpoint(eager=True)
-    counts = {
-        (r["_action"], r["_had_tombstone"]): r["count"]
-        for r in classified.groupBy("_action", "_had_tombstone").count().collect()
-    }
-    by_action: dict[str, int] = {}
-    for (act, _), n in counts.items():
-        by_action[act] = by_action.get(act, 0) + n
-    summary = TableSummary(
-        table=target.name,
-        inserted=by_action.get(INSERT, 0),
-        updated=by_action.get(UPDATE, 0),
-        deleted=by_action.get(DELETED, 0),
-        deleted_absent=by_action.get(DELETED_ABSENT, 0),
-        superseded=by_action.get(SUPERSEDED, 0),
-        older=by_action.get(OLDER, 0),
-        dead_lettered=bad.count(),
-    )
-    summary.messages = sum(by_action.values())
-    if summary.inserted or summary.updated or summary.deleted:
-        _merge_target(spark, classified, target)
-    if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), 0):
-        _merge_tombstones(spark, classified, target, batch_id)
     bad = (
         bad.localCheckpoint(eager=True) if summary.dead_lettered else bad.limit(0).localCheckpoint()
     )
-    typed.unpersist()
     return summary, bad

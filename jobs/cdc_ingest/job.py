@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply import apply_table
 from cdc_ingest.changes import DUPLICATE, mark_applied_offsets, resolve_changes
 from cdc_ingest.checkpoint_store import CheckpointStore
 from cdc_ingest.formats import load_decoder
-from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT
+from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder
 from cdc_ingest.landing import list_landed
 from cdc_ingest.reader import read_lines, to_records
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.summary import RunSummary
-from cdc_ingest.tables import DEAD_LETTERS, ensure_system_tables, qualified, table_names
-from cdc_ingest.target_schema import TargetInventory, prepare_target
+from cdc_ingest.tables import DEAD_LETTERS, ensure_system_tables, qualified
+from cdc_ingest.target_schema import TargetInventory, image_sample, prepare_target
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from cdc_ingest.config import Config
 
@@ -48,7 +51,7 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
     catalog, namespace = config.catalog.name, pipeline.namespace
     listing = list_landed(pipeline.landing)
     configure_catalog(spark, config.catalog)
-    ensure_system_tables(spark, catalog, namespace)
+    existing = ensure_system_tables(spark, catalog, namespace)
     store = CheckpointStore(spark, catalog, namespace, pipeline.name)
     state = store.load()
     plan = store.plan(listing, state)
@@ -62,48 +65,110 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
         store.record_planned(plan)
     _maybe_die("after_plan")
 
-    offsets: list[tuple[int, str, int, int, int, int]] = []
-    records_per_file: dict[int, int] = {}
+    stats = FileStats()
     if plan.files:
-        records = to_records(read_lines(spark, summary.files), pipeline.envelope)
+        landed = to_records(read_lines(spark, summary.files), pipeline.envelope)
+        records = landed
         if pipeline.envelope == "kafka":
             records = mark_applied_offsets(records, spark, state.offset_ranges)
         resolved = resolve_changes(decoder.decode(records), pipeline, plan.batch_id)
-        cached = resolved.drop("raw", "value", "key").persist(StorageLevel.MEMORY_AND_DISK)
-        dead = _apply_all(
-            spark, config, pipeline.name, decoder, resolved, cached, plan.batch_id, summary
-        )
+        cached = _batch(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
+        batch = Batch(plan.batch_id, resolved, cached, existing)
+        dead = _apply_all(spark, config, pipeline.name, decoder, batch, summary, stats)
         _maybe_die("after_tables")
-        _write_dead_letters(
-            spark, catalog, namespace, pipeline.name, plan.batch_id, resolved, dead, summary
-        )
-        records_per_file, offsets = _file_stats(cached, pipeline.envelope == "kafka")
+        _write_dead_letters(spark, catalog, namespace, pipeline.name, batch, landed, dead, summary)
         cached.unpersist()
     _maybe_die("before_checkpoint")
-    store.record_committed(plan, offsets, records_per_file, summary.to_json())
+    offsets = stats.offsets() if pipeline.envelope == "kafka" else []
+    store.record_committed(plan, offsets, stats.records, summary.to_json())
     return summary
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch's decoded records.
+
+    Attributes:
+        batch_id: the batch.
+        resolved: every record, decoded (not cached: reading it re-reads and re-parses the files).
+        cached: the columns the rest of the job needs, cached; ``raw`` only for decode errors.
+        existing: tables of the namespace when the run started.
+    """
+
+    batch_id: int
+    resolved: DataFrame
+    cached: DataFrame
+    existing: set[str]
+
+
+@dataclass
+class FileStats:
+    """Records per file and, for Kafka envelopes, offsets per file and topic partition."""
+
+    records: dict[int, int] = field(default_factory=dict)
+    ranges: dict[tuple[int, str, int], list[int]] = field(default_factory=dict)
+
+    def add(self, row: Row) -> None:
+        """Fold in one inventory row."""
+        idx = row["_cdc_file_idx"]
+        self.records[idx] = self.records.get(idx, 0) + row["count"]
+        if row["kafka_topic"] is None or row["lo"] is None:
+            return
+        part = (idx, row["kafka_topic"], row["kafka_partition"])
+        lo, hi, n = self.ranges.get(part, [row["lo"], row["hi"], 0])
+        self.ranges[part] = [min(lo, row["lo"]), max(hi, row["hi"]), n + row["count"]]
+
+    def offsets(self) -> list[tuple[int, str, int, int, int, int]]:
+        """(file_idx, topic, partition, min_offset, max_offset, records) per file and partition."""
+        return [(i, t, p, lo, hi, n) for (i, t, p), (lo, hi, n) in self.ranges.items()]
+
+
+def _batch(resolved: DataFrame, decoder: Decoder) -> DataFrame:
+    """The columns to cache: what inventory, apply, dead letters and file stats read."""
+    return resolved.select(
+        "_cdc_file_idx",
+        "_cdc_line",
+        "kafka_topic",
+        "kafka_partition",
+        "kafka_offset",
+        "op",
+        "image",
+        "key_values",
+        "schema_hint",
+        "_cdc_kind",
+        "_cdc_target",
+        "_cdc_source",
+        "_cdc_keys",
+        "_cdc_key",
+        "_cdc_order",
+        "_cdc_error",
+        F.when(F.col("_cdc_error").isNotNull(), F.col("raw")).alias("raw"),
+        image_sample(decoder),
+    )
 
 
 def _apply_all(
     spark: SparkSession,
     config: Config,
     pipeline_name: str,
-    decoder: object,
-    resolved: DataFrame,
-    cached: DataFrame,
-    batch_id: int,
+    decoder: Decoder,
+    batch: Batch,
     summary: RunSummary,
+    stats: FileStats,
 ) -> list[DataFrame]:
-    """Count the batch, prepare every target table and apply its changes."""
-    from cdc_ingest.formats.base import Decoder
+    """Count the batch, prepare every target table and apply its changes.
 
-    assert isinstance(decoder, Decoder)
+    The inventory's one pass over the batch also fills ``stats`` and caches the batch.
+    """
     pipeline = config.pipeline(pipeline_name)
     catalog, namespace = config.catalog.name, pipeline.namespace
     ok = F.col("_cdc_error").isNull()
     is_change = ok & F.col("_cdc_kind").isin(UPSERT, DELETE)
     inventory_rows = (
-        cached.groupBy(
+        batch.cached.groupBy(
+            F.col("_cdc_file_idx"),
+            F.col("kafka_topic"),
+            F.col("kafka_partition"),
             F.col("_cdc_kind"),
             ok.alias("ok"),
             F.when(is_change, F.col("_cdc_target")).alias("target"),
@@ -111,11 +176,17 @@ def _apply_all(
             F.when(is_change, F.map_keys("image")).alias("columns"),
             F.when(is_change, F.col("schema_hint")).alias("hint"),
         )
-        .count()
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.min("kafka_offset").alias("lo"),
+            F.max("kafka_offset").alias("hi"),
+        )
         .collect()
     )
     inventories: dict[str, TargetInventory] = {}
+    rows: dict[str, int] = {}
     for row in inventory_rows:
+        stats.add(row)
         summary.lines += row["count"]
         if not row["ok"]:
             summary.dead_lettered += row["count"]
@@ -127,19 +198,28 @@ def _apply_all(
             summary.already_applied += row["count"]
         if row["target"] is None:
             continue
+        rows[row["target"]] = rows.get(row["target"], 0) + row["count"]
         inv = inventories.setdefault(row["target"], TargetInventory(row["target"]))
         inv.keys = inv.keys or tuple(row["keys"])
         inv.add_columns(list(row["columns"] or []))
         if row["hint"] is not None and row["hint"] not in inv.hints:
             inv.hints.append(row["hint"])
     dead: list[DataFrame] = []
-    existing = table_names(spark, catalog, namespace)
-    changes = cached.where(is_change)
+    changes = batch.cached.where(is_change)
     for name in sorted(inventories):
         target, created = prepare_target(
-            spark, catalog, namespace, existing, inventories[name], decoder, resolved
+            spark,
+            catalog,
+            namespace,
+            batch.existing,
+            inventories[name],
+            decoder,
+            batch.cached,
+            batch.resolved,
         )
-        table_summary, bad = apply_table(spark, changes, target, batch_id)
+        table_summary, bad = apply_table(
+            spark, changes, target, batch.batch_id, rows[name], created
+        )
         table_summary.created = created
         summary.tables[name] = table_summary
         summary.messages -= table_summary.dead_lettered
@@ -154,40 +234,42 @@ def _write_dead_letters(
     catalog: str,
     namespace: str,
     pipeline: str,
-    batch_id: int,
-    resolved: DataFrame,
+    batch: Batch,
+    landed: DataFrame,
     typing_errors: list[DataFrame],
     summary: RunSummary,
 ) -> None:
-    """Append the batch's dead letters, once: a resumed batch that already wrote them skips."""
+    """Append the batch's dead letters, once: a resumed batch that already wrote them skips.
+
+    Decode errors come from the cached batch, which keeps their lines; lines with typing errors
+    are read again from ``landed`` (records before decoding), which costs no JSON parse.
+    """
     if not summary.dead_lettered:
         return
     table = qualified(catalog, namespace, DEAD_LETTERS)
-    decode_errors = resolved.where(F.col("_cdc_error").isNotNull()).select(
+    kafka = ("kafka_topic", "kafka_partition", "kafka_offset")
+    errors = batch.cached.where(F.col("_cdc_error").isNotNull()).select(
         "_cdc_file_idx",
         "_cdc_line",
         F.col("_cdc_error").alias("reason"),
         F.col("_cdc_source").alias("source_table"),
         F.col("_cdc_target").alias("target_table"),
+        "raw",
+        *kafka,
     )
-    errors = decode_errors
-    for frame in typing_errors:
-        errors = errors.unionByName(frame)
-    raw = resolved.select(
-        "_cdc_file_idx", "_cdc_line", "raw", "kafka_topic", "kafka_partition", "kafka_offset"
-    )
+    if typing_errors:
+        typed = functools.reduce(DataFrame.unionByName, typing_errors)
+        lines = landed.select("_cdc_file_idx", "_cdc_line", "raw", *kafka)
+        errors = errors.unionByName(typed.join(lines, ["_cdc_file_idx", "_cdc_line"]))
     files = spark.createDataFrame(list(enumerate(summary.files)), "_cdc_file_idx int, file string")
     letters = (
-        errors.join(raw, ["_cdc_file_idx", "_cdc_line"])
-        .join(F.broadcast(files), "_cdc_file_idx")
+        errors.join(F.broadcast(files), "_cdc_file_idx")
         .select(
             F.lit(pipeline).alias("pipeline"),
-            F.lit(batch_id).cast("bigint").alias("batch_id"),
+            F.lit(batch.batch_id).cast("bigint").alias("batch_id"),
             "file",
             F.col("_cdc_line").alias("line"),
-            "kafka_topic",
-            "kafka_partition",
-            "kafka_offset",
+            *kafka,
             F.when(F.col("source_table") != "", F.col("source_table")).alias("source_table"),
             F.when(F.col("target_table") != "", F.col("target_table")).alias("target_table"),
             "reason",
@@ -202,47 +284,19 @@ def _write_dead_letters(
     summary.dead_letter_samples = [
         f"{r['file']}:{r['line']}: {r['reason']}" for r in samples.collect()
     ]
-    already = (
-        spark.table(table)
-        .where((F.col("pipeline") == pipeline) & (F.col("batch_id") == batch_id))
-        .limit(1)
-        .count()
-    )
-    if not already:
-        (
-            letters.writeTo(table)
-            .option("snapshot-property.cdc.pipeline", pipeline)
-            .option("snapshot-property.cdc.batch-id", str(batch_id))
-            .append()
+    # Only a resumed batch can find its own dead letters already written.
+    if summary.resumed:
+        already = (
+            spark.table(table)
+            .where((F.col("pipeline") == pipeline) & (F.col("batch_id") == batch.batch_id))
+            .limit(1)
+            .count()
         )
-
-
-def _file_stats(
-    cached: DataFrame, kafka: bool
-) -> tuple[dict[int, int], list[tuple[int, str, int, int, int, int]]]:
-    """Records per file and, for Kafka envelopes, offset ranges per file and topic partition."""
-    rows = (
-        cached.groupBy("_cdc_file_idx", "kafka_topic", "kafka_partition")
-        .agg(
-            F.min("kafka_offset").alias("lo"),
-            F.max("kafka_offset").alias("hi"),
-            F.count("*").alias("n"),
-        )
-        .collect()
+        if already:
+            return
+    (
+        letters.writeTo(table)
+        .option("snapshot-property.cdc.pipeline", pipeline)
+        .option("snapshot-property.cdc.batch-id", str(batch.batch_id))
+        .append()
     )
-    per_file: dict[int, int] = {}
-    offsets = []
-    for r in rows:
-        per_file[r["_cdc_file_idx"]] = per_file.get(r["_cdc_file_idx"], 0) + r["n"]
-        if kafka and r["kafka_topic"] is not None and r["lo"] is not None:
-            offsets.append(
-                (
-                    r["_cdc_file_idx"],
-                    r["kafka_topic"],
-                    r["kafka_partition"],
-                    r["lo"],
-                    r["hi"],
-                    r["n"],
-                )
-            )
-    return per_file, offsets

@@ -58,8 +58,8 @@ def qualified(catalog: str, namespace: str, table: str) -> str:
     return ".".join(quote(p) for p in (catalog, namespace, table))
 
 
-def _properties() -> str:
-    return ", ".join(f"'{k}'='{v}'" for k, v in TABLE_PROPERTIES.items())
+def _properties(extra: dict[str, str] | None = None) -> str:
+    return ", ".join(f"'{k}'='{v}'" for k, v in {**TABLE_PROPERTIES, **(extra or {})}.items())
 
 
 def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
@@ -67,8 +67,8 @@ def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(catalog)}.{quote(namespace)}")
 
 
-def ensure_system_tables(spark: SparkSession, catalog: str, namespace: str) -> None:
-    """Create the pipeline's ``_cdc_`` tables that do not exist yet."""
+def ensure_system_tables(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
+    """Create the pipeline's ``_cdc_`` tables that do not exist yet; returns every table's name."""
     ensure_namespace(spark, catalog, namespace)
     existing = table_names(spark, catalog, namespace)
     for name, columns in SYSTEM_TABLES.items():
@@ -77,6 +77,7 @@ def ensure_system_tables(spark: SparkSession, catalog: str, namespace: str) -> N
                 f"CREATE TABLE IF NOT EXISTS {qualified(catalog, namespace, name)} ({columns}) "
                 f"USING iceberg TBLPROPERTIES ({_properties()})"
             )
+    return existing | set(SYSTEM_TABLES)
 
 
 def table_names(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
@@ -96,8 +97,12 @@ def create_target(
     identifier: str,
     columns: dict[str, ColumnType],
     keys: tuple[str, ...],
+    properties: dict[str, str] | None = None,
 ) -> None:
-    """Create a mirrored table: source columns, the ``_cdc_`` columns, the key as identifier."""
+    """Create a mirrored table: source columns, the ``_cdc_`` columns, the key as identifier.
+
+    ``properties`` are table properties besides the defaults, set by the CREATE itself.
+    """
     definitions = [
         f"{quote(name)} {ctype.spark_type}{' NOT NULL' if name in keys else ''}"
         for name, ctype in columns.items()
@@ -105,7 +110,7 @@ def create_target(
     definitions += [f"{quote(name)} {stype}" for name, stype in SYSTEM_COLUMNS.items()]
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS {identifier} ({', '.join(definitions)}) "
-        f"USING iceberg TBLPROPERTIES ({_properties()})"
+        f"USING iceberg TBLPROPERTIES ({_properties(properties)})"
     )
     spark.sql(f"ALTER TABLE {identifier} SET IDENTIFIER FIELDS {', '.join(quote(k) for k in keys)}")
 

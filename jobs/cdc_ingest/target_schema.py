@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 INFERENCE_SAMPLE = 10_000
+SAMPLE_COLUMN = "_cdc_sample"
 KEYS_PROPERTY = "cdc.keys"
 
 
@@ -59,23 +61,67 @@ def inferred_type(data_type: T.DataType) -> ColumnType:
     return ColumnType("string")
 
 
-def infer_types(
-    spark: SparkSession, records: DataFrame, decoder: Decoder, target: str, wanted: set[str]
-) -> dict[str, ColumnType]:
-    """Infer column types from a sample of row images, as Spark's JSON reader would."""
+def image_sample(decoder: Decoder) -> Column:
+    """The row image's JSON text for the first lines of each file, kept with the cached batch.
+
+    Inference needs the image as JSON (a map of strings no longer tells ``"1"`` from ``1``), and
+    re-parsing the batch for it would cost another full decode.
+    """
     image = F.coalesce(*[F.get_json_object("value", p) for p in decoder.image_json_paths])
-    sample = [
-        r[0]
-        for r in records.where((F.col("_cdc_target") == target) & F.col("_cdc_error").isNull())
-        .select(image)
-        .where(image.isNotNull())
-        .limit(INFERENCE_SAMPLE)
-        .collect()
-    ]
+    return F.when(
+        F.col("_cdc_error").isNull() & (F.col("_cdc_line") <= INFERENCE_SAMPLE), image
+    ).alias(SAMPLE_COLUMN)
+
+
+def _inferred(spark: SparkSession, sample: list[str], wanted: set[str]) -> dict[str, ColumnType]:
     if not sample:
         return {}
     schema = spark.read.json(spark.sparkContext.parallelize(sample, 1)).schema
     return {f.name: inferred_type(f.dataType) for f in schema.fields if f.name in wanted}
+
+
+def infer_types(
+    spark: SparkSession,
+    batch: DataFrame,
+    records: DataFrame,
+    decoder: Decoder,
+    target: str,
+    wanted: set[str],
+) -> dict[str, ColumnType]:
+    """Infer column types from a sample of row images, as Spark's JSON reader would.
+
+    Args:
+        spark: the session.
+        batch: the cached batch, with ``image_sample``'s column.
+        records: the decoded batch, re-parsed only for columns that first appear past the lines
+            the cached sample covers.
+        decoder: the batch's format.
+        target: the table.
+        wanted: the columns to type.
+    """
+    mine = (F.col("_cdc_target") == target) & F.col("_cdc_error").isNull()
+    sample = [
+        r[0]
+        for r in batch.where(mine & F.col(SAMPLE_COLUMN).isNotNull())
+        .select(SAMPLE_COLUMN)
+        .limit(INFERENCE_SAMPLE)
+        .collect()
+    ]
+    types = _inferred(spark, sample, wanted)
+    missing = sorted(wanted - set(types))
+    late = F.exists(F.map_keys("image"), lambda c: c.isin(*missing))
+    if missing and batch.where(mine & late).limit(1).count():
+        image = F.coalesce(*[F.get_json_object("value", p) for p in decoder.image_json_paths])
+        more = [
+            r[0]
+            for r in records.where(mine & late)
+            .select(image)
+            .where(image.isNotNull())
+            .limit(INFERENCE_SAMPLE)
+            .collect()
+        ]
+        types = _inferred(spark, sample + more, wanted)
+    return types
 
 
 def _declared(hints: list[TypeHint]) -> tuple[dict[str, ColumnType], ColumnType | None]:
@@ -102,9 +148,13 @@ def prepare_target(
     existing_tables: set[str],
     inventory: TargetInventory,
     decoder: Decoder,
+    batch: DataFrame,
     records: DataFrame,
 ) -> tuple[TargetTable, bool]:
-    """Create or extend the target table; returns it and whether it was created."""
+    """Create or extend the target table; returns it and whether it was created.
+
+    ``batch`` and ``records`` are as for ``infer_types``.
+    """
     identifier = qualified(catalog, namespace, inventory.name)
     hints = [h for h in (decoder.type_hint(text) for text in inventory.hints) if h is not None]
     declared, default = _declared(hints)
@@ -131,17 +181,14 @@ def prepare_target(
             types[name] = default
     undeclared = {c for c in new if c not in types}
     if undeclared:
-        inferred = infer_types(spark, records, decoder, inventory.name, undeclared)
+        inferred = infer_types(spark, batch, records, decoder, inventory.name, undeclared)
         for name in new:
             if name in undeclared:
                 types[name] = inferred.get(name, ColumnType("string"))
     keys = inventory.keys
     if created:
         ordered = {c: types[c] for c in columns}
-        create_target(spark, identifier, ordered, keys)
-        spark.sql(
-            f"ALTER TABLE {identifier} SET TBLPROPERTIES ('{KEYS_PROPERTY}'='{','.join(keys)}')"
-        )
+        create_target(spark, identifier, ordered, keys, {KEYS_PROPERTY: ",".join(keys)})
     else:
         keys = _table_keys(spark, identifier) or keys
         add_columns(spark, identifier, {c: types[c] for c in new})
