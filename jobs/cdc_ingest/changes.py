@@ -101,10 +101,18 @@ def mark_applied_offsets(
 
 def resolve_changes(decoded: DataFrame, pipeline: PipelineConfig, batch_id: int) -> DataFrame:
     """Add target table, key columns, key text and full order; fold every error into ``error``."""
-    keys = F.coalesce(configured_keys(pipeline), F.col("key_names"))
-    raw_key = F.transform(
-        keys, lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k))
+    # Keys and raw key values each get a projection of their own: every later use then reads a
+    # column instead of re-evaluating the lookup inside the (interpreted) lambda functions.
+    keyed = decoded.withColumn(
+        "_cdc_keys", F.coalesce(configured_keys(pipeline), F.col("key_names"))
+    ).withColumn(
+        "_raw_key",
+        F.transform(
+            "_cdc_keys",
+            lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)),
+        ),
     )
+    keys = F.col("_cdc_keys")
     missing = F.filter(
         keys, lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)).isNull()
     )
@@ -117,7 +125,8 @@ def resolve_changes(decoded: DataFrame, pipeline: PipelineConfig, batch_id: int)
             F.lit(f": add it under keys: in pipeline '{pipeline.name}'"),
         ),
     ).when(
-        is_change & (F.size(missing) > 0),
+        # array_compact drops the missing values: cheaper than filtering for them on every row.
+        is_change & (F.size(F.array_compact("_raw_key")) < F.size(keys)),
         F.concat(
             F.lit("key column '"), F.element_at(missing, 1), F.lit("' is missing from the message")
         ),
@@ -131,13 +140,13 @@ def resolve_changes(decoded: DataFrame, pipeline: PipelineConfig, batch_id: int)
         F.col("_cdc_file_idx").cast("bigint"),
         F.col("_cdc_line").cast("bigint"),
     )
-    return decoded.select(
-        "*",
+    return keyed.select(
+        *decoded.columns,
         F.when(applied, F.lit(DUPLICATE)).otherwise(F.col("kind")).alias("_cdc_kind"),
         target_name(pipeline.table).alias("_cdc_target"),
         source_name().alias("_cdc_source"),
-        keys.alias("_cdc_keys"),
-        F.to_json(raw_key).alias("_cdc_key"),
+        keys,
+        F.to_json("_raw_key").alias("_cdc_key"),
         F.concat(F.col("order"), position).alias("_cdc_order"),
         error.alias("_cdc_error"),
     )

@@ -100,6 +100,9 @@ def session_conf() -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get("CDC_INGEST_SHUFFLE_PARTITIONS", "8"),
         "spark.sql.adaptive.enabled": "true",
+        # The batch is cached once and read a few times: compressing its columns costs more CPU
+        # than the decode it saves.
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.pyspark.python": python,
         "spark.ui.enabled": "false",
