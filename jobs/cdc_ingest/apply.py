@@ -170,12 +170,17 @@ def _merge_target(spark: SparkSession, classified: DataFrame, target: TargetTabl
     spark.catalog.dropTempView(view)
 
 
-def _merge_tombstones(
-    spark: SparkSession, classified: DataFrame, target: TargetTable, batch_id: int
-) -> None:
-    view = f"_cdc_tombstones_{next(_views)}"
+def _append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
+    """Insert into a table this run created: nothing to match, so no MERGE join or delete files."""
+    columns = [*target.columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
+    _append(
+        classified.where(F.col("_action") == INSERT).select(*columns), target.identifier, batch_id
+    )
+
+
+def _tombstone_changes(classified: DataFrame, target: TargetTable, batch_id: int) -> DataFrame:
     action = F.col("_action")
-    classified.where(
+    return classified.where(
         action.isin(DELETED, DELETED_ABSENT) | ((action == INSERT) & F.col("_had_tombstone"))
     ).select(
         F.lit(target.name).alias("target_table"),
@@ -183,7 +188,14 @@ def _merge_tombstones(
         F.col(ORDER_COLUMN),
         F.lit(batch_id).cast("bigint").alias("batch_id"),
         F.when(action == INSERT, F.lit("clear")).otherwise(F.lit("set")).alias("_tomb"),
-    ).createOrReplaceTempView(view)
+    )
+
+
+def _merge_tombstones(
+    spark: SparkSession, classified: DataFrame, target: TargetTable, batch_id: int
+) -> None:
+    view = f"_cdc_tombstones_{next(_views)}"
+    _tombstone_changes(classified, target, batch_id).createOrReplaceTempView(view)
     spark.sql(
         f"MERGE INTO {target.tombstones} t USING {view} s "
         "ON t.target_table = s.target_table AND t.key = s.key "
@@ -195,6 +207,16 @@ def _merge_tombstones(
         f"(s.target_table, s.key, s.{ORDER_COLUMN}, s.batch_id)"
     )
     spark.catalog.dropTempView(view)
+
+
+def _append_tombstones(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
+    """Add tombstones when the table had none: every one is new (none to clear or move)."""
+    rows = _tombstone_changes(classified, target, batch_id).drop("_tomb")
+    _append(rows, target.tombstones, batch_id)
+
+
+def _append(rows: DataFrame, identifier: str, batch_id: int) -> None:
+    rows.writeTo(identifier).option("snapshot-property.cdc.batch-id", str(batch_id)).append()
 
 
 def _has_tombstones(spark: SparkSession, target: TargetTable) -> bool:
@@ -219,7 +241,8 @@ def apply_table(
         batch_id: the batch.
         rows: how many of ``changes`` are aimed at this table (the batch inventory counted them),
             so that typing errors cost a pass of their own only when there are some.
-        created: whether this run created the table, which then holds no rows to compare with.
+        created: whether this run created the table (``prepare_target`` creates it with a plain
+            CREATE, so only one writer can), which then holds no rows to compare with.
 
     Returns:
         The summary and a dead-letter frame with ``_cdc_file_idx``, ``_cdc_line``, ``reason``,
@@ -229,8 +252,9 @@ def apply_table(
     newest = newest_changes(typed.where(F.col("_type_error").isNull()))
     # Cut the lineage: the MERGE below changes the table this classification read, and a
     # recomputation after it would classify against the new state.
+    tombstones = _has_tombstones(spark, target)
     classified = classify(
-        spark, newest, target, table_rows=not created, tombstones=_has_tombstones(spark, target)
+        spark, newest, target, table_rows=not created, tombstones=tombstones
     ).localCheckpoint(eager=True)
     counts = {
         (r["_action"], r["_had_tombstone"]): (r["keys"], r["changes"])
@@ -254,9 +278,15 @@ def apply_table(
         dead_lettered=rows - good,
     )
     if summary.inserted or summary.updated or summary.deleted:
-        _merge_target(spark, classified, target)
+        if created:
+            _append_target(classified, target, batch_id)
+        else:
+            _merge_target(spark, classified, target)
     if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
-        _merge_tombstones(spark, classified, target, batch_id)
+        if tombstones:
+            _merge_tombstones(spark, classified, target, batch_id)
+        else:
+            _append_tombstones(classified, target, batch_id)
     bad = typed.where(F.col("_type_error").isNotNull()).select(
         "_cdc_file_idx",
         "_cdc_line",

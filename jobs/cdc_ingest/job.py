@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -61,23 +62,33 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
     summary.batch_id, summary.resumed = plan.batch_id, plan.resumed
     summary.files = [f.uri for f in plan.files]
     summary.duplicate_files = dict(plan.duplicates)
-    if not plan.resumed and plan.files:
-        store.record_planned(plan)
-    _maybe_die("after_plan")
-
     stats = FileStats()
-    if plan.files:
-        landed = to_records(read_lines(spark, summary.files), pipeline.envelope)
-        records = landed
-        if pipeline.envelope == "kafka":
-            records = mark_applied_offsets(records, spark, state.offset_ranges)
-        resolved = resolve_changes(decoder.decode(records), pipeline, plan.batch_id)
-        cached = _batch(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
-        batch = Batch(plan.batch_id, resolved, cached, existing)
-        dead = _apply_all(spark, config, pipeline.name, decoder, batch, summary, stats)
-        _maybe_die("after_tables")
-        _write_dead_letters(spark, catalog, namespace, pipeline.name, batch, landed, dead, summary)
-        cached.unpersist()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        planned: Future[None] | None = None
+        if not plan.resumed and plan.files:
+            # The plan's commit overlaps the batch's first pass, which changes no table; it is
+            # awaited before any table is created or changed.
+            planned = pool.submit(store.record_planned, plan)
+        if not plan.files:
+            _maybe_die("after_plan")
+        else:
+            landed = to_records(read_lines(spark, summary.files), pipeline.envelope)
+            records = landed
+            if pipeline.envelope == "kafka":
+                records = mark_applied_offsets(records, spark, state.offset_ranges)
+            resolved = resolve_changes(decoder.decode(records), pipeline, plan.batch_id)
+            cached = _batch(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
+            batch = Batch(plan.batch_id, resolved, cached, existing)
+            inventory = _inventory(batch, summary, stats)
+            if planned is not None:
+                planned.result()
+            _maybe_die("after_plan")
+            dead = _apply_all(spark, config, pipeline.name, decoder, batch, inventory, summary)
+            _maybe_die("after_tables")
+            _write_dead_letters(
+                spark, catalog, namespace, pipeline.name, batch, landed, dead, summary
+            )
+            cached.unpersist()
     _maybe_die("before_checkpoint")
     offsets = stats.offsets() if pipeline.envelope == "kafka" else []
     store.record_committed(plan, offsets, stats.records, summary.to_json())
@@ -99,6 +110,14 @@ class Batch:
     resolved: DataFrame
     cached: DataFrame
     existing: set[str]
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The batch's target tables and how many changes each receives."""
+
+    tables: dict[str, TargetInventory]
+    rows: dict[str, int]
 
 
 @dataclass
@@ -147,21 +166,8 @@ def _batch(resolved: DataFrame, decoder: Decoder) -> DataFrame:
     )
 
 
-def _apply_all(
-    spark: SparkSession,
-    config: Config,
-    pipeline_name: str,
-    decoder: Decoder,
-    batch: Batch,
-    summary: RunSummary,
-    stats: FileStats,
-) -> list[DataFrame]:
-    """Count the batch, prepare every target table and apply its changes.
-
-    The inventory's one pass over the batch also fills ``stats`` and caches the batch.
-    """
-    pipeline = config.pipeline(pipeline_name)
-    catalog, namespace = config.catalog.name, pipeline.namespace
+def _inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory:
+    """Count the batch and list its target tables, in one pass that also caches the batch."""
     ok = F.col("_cdc_error").isNull()
     is_change = ok & F.col("_cdc_kind").isin(UPSERT, DELETE)
     inventory_rows = (
@@ -204,21 +210,37 @@ def _apply_all(
         inv.add_columns(list(row["columns"] or []))
         if row["hint"] is not None and row["hint"] not in inv.hints:
             inv.hints.append(row["hint"])
+    return Inventory(inventories, rows)
+
+
+def _apply_all(
+    spark: SparkSession,
+    config: Config,
+    pipeline_name: str,
+    decoder: Decoder,
+    batch: Batch,
+    inventory: Inventory,
+    summary: RunSummary,
+) -> list[DataFrame]:
+    """Prepare every target table and apply its changes; returns the typing errors' frames."""
+    pipeline = config.pipeline(pipeline_name)
+    catalog, namespace = config.catalog.name, pipeline.namespace
+    is_change = F.col("_cdc_error").isNull() & F.col("_cdc_kind").isin(UPSERT, DELETE)
     dead: list[DataFrame] = []
     changes = batch.cached.where(is_change)
-    for name in sorted(inventories):
+    for name in sorted(inventory.tables):
         target, created = prepare_target(
             spark,
             catalog,
             namespace,
             batch.existing,
-            inventories[name],
+            inventory.tables[name],
             decoder,
             batch.cached,
             batch.resolved,
         )
         table_summary, bad = apply_table(
-            spark, changes, target, batch.batch_id, rows[name], created
+            spark, changes, target, batch.batch_id, inventory.rows[name], created
         )
         table_summary.created = created
         summary.tables[name] = table_summary

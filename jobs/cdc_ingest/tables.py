@@ -98,21 +98,30 @@ def create_target(
     columns: dict[str, ColumnType],
     keys: tuple[str, ...],
     properties: dict[str, str] | None = None,
-) -> None:
+) -> bool:
     """Create a mirrored table: source columns, the ``_cdc_`` columns, the key as identifier.
 
-    ``properties`` are table properties besides the defaults, set by the CREATE itself.
+    ``properties`` are table properties besides the defaults, set by the CREATE itself. Returns
+    False when another writer created the table first: only the creator may treat it as empty.
     """
+    from pyspark.errors import AnalysisException
+
     definitions = [
         f"{quote(name)} {ctype.spark_type}{' NOT NULL' if name in keys else ''}"
         for name, ctype in columns.items()
     ]
     definitions += [f"{quote(name)} {stype}" for name, stype in SYSTEM_COLUMNS.items()]
-    spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {identifier} ({', '.join(definitions)}) "
-        f"USING iceberg TBLPROPERTIES ({_properties(properties)})"
-    )
+    try:
+        spark.sql(
+            f"CREATE TABLE {identifier} ({', '.join(definitions)}) "
+            f"USING iceberg TBLPROPERTIES ({_properties(properties)})"
+        )
+    except AnalysisException as exc:
+        if exc.getErrorClass() == "TABLE_OR_VIEW_ALREADY_EXISTS":
+            return False
+        raise
     spark.sql(f"ALTER TABLE {identifier} SET IDENTIFIER FIELDS {', '.join(quote(k) for k in keys)}")
+    return True
 
 
 def add_columns(spark: SparkSession, identifier: str, columns: dict[str, ColumnType]) -> None:

@@ -188,7 +188,12 @@ def prepare_target(
     keys = inventory.keys
     if created:
         ordered = {c: types[c] for c in columns}
-        create_target(spark, identifier, ordered, keys, {KEYS_PROPERTY: ",".join(keys)})
+        if not create_target(spark, identifier, ordered, keys, {KEYS_PROPERTY: ",".join(keys)}):
+            # Another writer created it since the run started: extend it like any existing table.
+            existing_tables = {*existing_tables, inventory.name}
+            return prepare_target(
+                spark, catalog, namespace, existing_tables, inventory, decoder, batch, records
+            )
     else:
         keys = _table_keys(spark, identifier) or keys
         add_columns(spark, identifier, {c: types[c] for c in new})
