@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from cdc_ingest.apply import apply_table
 from cdc_ingest.changes import DUPLICATE, mark_applied_offsets, resolve_changes
 from cdc_ingest.checkpoint_store import CheckpointStore
+from cdc_ingest.ddl_history import record_ddl
 from cdc_ingest.formats import load_decoder
 from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT
 from cdc_ingest.landing import list_landed
@@ -77,6 +78,10 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
         _write_dead_letters(
             spark, catalog, namespace, pipeline.name, plan.batch_id, resolved, dead, summary
         )
+        if summary.ddl_recorded:
+            record_ddl(
+                spark, catalog, namespace, pipeline.name, plan.batch_id, cached, summary.files
+            )
         records_per_file, offsets = _file_stats(cached, pipeline.envelope == "kafka")
         cached.unpersist()
     _maybe_die("before_checkpoint")
@@ -110,19 +115,26 @@ def _apply_all(
             F.when(is_change, F.col("_cdc_keys")).alias("keys"),
             F.when(is_change, F.map_keys("image")).alias("columns"),
             F.when(is_change, F.col("schema_hint")).alias("hint"),
+            (F.col("row_in_message") == 0).alias("first_row"),
         )
-        .count()
+        .agg(F.count("*").alias("count"), F.max(F.when(ok, F.col("event_ms"))).alias("newest"))
         .collect()
     )
     inventories: dict[str, TargetInventory] = {}
     for row in inventory_rows:
-        summary.lines += row["count"]
+        summary.records += row["count"]
+        if row["first_row"]:
+            summary.lines += row["count"]
+        if row["newest"] is not None:
+            summary.freshness_ms = max(summary.freshness_ms or 0, row["newest"])
         if not row["ok"]:
             summary.dead_lettered += row["count"]
             continue
         summary.messages += row["count"]
         if row["_cdc_kind"] in (NOOP, DDL):
             summary.no_row_change += row["count"]
+        if row["_cdc_kind"] == DDL:
+            summary.ddl_recorded += row["count"]
         elif row["_cdc_kind"] == DUPLICATE:
             summary.already_applied += row["count"]
         if row["target"] is None:
@@ -166,6 +178,7 @@ def _write_dead_letters(
     decode_errors = resolved.where(F.col("_cdc_error").isNotNull()).select(
         "_cdc_file_idx",
         "_cdc_line",
+        "row_in_message",
         F.col("_cdc_error").alias("reason"),
         F.col("_cdc_source").alias("source_table"),
         F.col("_cdc_target").alias("target_table"),
@@ -173,7 +186,8 @@ def _write_dead_letters(
     errors = decode_errors
     for frame in typing_errors:
         errors = errors.unionByName(frame)
-    raw = resolved.select(
+    # One row per line: a message carrying several rows repeats its text in each.
+    raw = resolved.where(F.col("row_in_message") == 0).select(
         "_cdc_file_idx", "_cdc_line", "raw", "kafka_topic", "kafka_partition", "kafka_offset"
     )
     files = spark.createDataFrame(list(enumerate(summary.files)), "_cdc_file_idx int, file string")
@@ -185,6 +199,7 @@ def _write_dead_letters(
             F.lit(batch_id).cast("bigint").alias("batch_id"),
             "file",
             F.col("_cdc_line").alias("line"),
+            F.col("row_in_message").alias("row"),
             "kafka_topic",
             "kafka_partition",
             "kafka_offset",
@@ -197,10 +212,13 @@ def _write_dead_letters(
         .localCheckpoint(eager=True)
     )
     samples = (
-        letters.orderBy("file", "line").select("file", "line", "reason").limit(DEAD_LETTER_SAMPLES)
+        letters.orderBy("file", "line", "row")
+        .select("file", "line", "row", "reason")
+        .limit(DEAD_LETTER_SAMPLES)
     )
     summary.dead_letter_samples = [
-        f"{r['file']}:{r['line']}: {r['reason']}" for r in samples.collect()
+        f"{r['file']}:{r['line']}{f' row {r[2]}' if r[2] else ''}: {r['reason']}"
+        for r in samples.collect()
     ]
     already = (
         spark.table(table)
