@@ -317,3 +317,61 @@ def test_shareplex_without_configured_keys_is_dead_lettered(lake):
     assert lake.run("sp").dead_lettered == 1
     reason = lake.dead_letters()[0]["reason"]
     assert reason.startswith("no key columns known for source table mock_database.mock_table")
+
+
+def test_ddl_records_are_kept_in_history_and_control_ops_change_no_row(lake):
+    lake.add_pipeline("dw", "oms-dataworks")
+    source = '"schema":{"source":{"dbName":"db","table":"t"},"column":[{"name":"a","type":"INT"}]}'
+    lines = [
+        f'{{"version":"2.0",{source},"payload":{{"op":"ALTER","ddl":{{"text":"ALTER TABLE t ADD '
+        'COLUMN c INT"},"timestamp":{"eventTime":1647581000000},"scn":"5"}}',
+        *[
+            f'{{"version":"2.0","payload":{{"op":"{op}","timestamp":{{"eventTime":1}}}}}}'
+            for op in ("TRANSACTION_BEGIN", "GTID", "XACOMMIT", "QUERY", "TRANSACTION_END")
+        ],
+        '{"version":"2.0","payload":{"op":"REBOOT","timestamp":{"eventTime":1}}}',
+    ]
+    lake.land("dw", "001.json", lines)
+    summary = lake.run("dw")
+    assert (summary.messages, summary.no_row_change, summary.ddl_recorded) == (6, 6, 1)
+    assert [d["reason"] for d in lake.dead_letters()] == ["unknown op 'REBOOT'"]
+    [ddl] = [r.asDict() for r in lake.table("_cdc_ddl_history").collect()]
+    assert (ddl["line"], ddl["op"], ddl["statement"], ddl["source_table"], ddl["status"]) == (
+        1,
+        "ALTER",
+        "ALTER TABLE t ADD COLUMN c INT",
+        "db.t",
+        "recorded",
+    )
+    assert not summary.tables
+
+
+def test_default_ddl_row_records_and_multi_column_keys(lake):
+    lake.add_pipeline("oms", "oms-default")
+    meta = '"allMetaData":{"record_primary_key":"a\\u0001b","table_name":"t","db":"ten.db",'
+    lines = [
+        "{" + meta + '"timestamp":"1"},"recordType":"DDL","prevStruct":null,'
+        '"postStruct":{"ddl":"CREATE TABLE t (a INT, b INT, v TEXT, PRIMARY KEY (a, b))"}}',
+        "{" + meta + '"timestamp":"2"},"recordType":"ROW","prevStruct":null,'
+        '"postStruct":{"a":1,"b":1,"v":"x"}}',
+        "{" + meta + '"timestamp":"3"},"recordType":"INSERT","prevStruct":null,'
+        '"postStruct":{"a":1,"b":2,"v":"y"}}',
+        "{" + meta + '"timestamp":"4"},"recordType":"HEARTBEAT"}',
+        "{" + meta + '"timestamp":"5"},"recordType":"DELETE","postStruct":null,'
+        '"prevStruct":{"a":1,"b":1,"v":"x"}}',
+    ]
+    lake.land("oms", "001.json", lines)
+    summary = lake.run("oms")
+    assert (summary.messages, summary.ddl_recorded, summary.freshness_ms) == (5, 1, 5000)
+    assert lake.rows("t") == [{"a": 1, "b": 2, "v": "y"}]
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog(
+        lake.catalog,
+        uri=f"sqlite:///{lake.root / 'catalog.db'}",
+        warehouse=(lake.root / "warehouse").as_uri(),
+    )
+    schema = catalog.load_table("ods.t").schema()
+    assert sorted(schema.identifier_field_names()) == ["a", "b"]
+    ddl = lake.table("_cdc_ddl_history").collect()[0]
+    assert ddl["statement"].startswith("CREATE TABLE t") and ddl["source_table"] == "ten.db.t"

@@ -9,6 +9,7 @@ One message carries several rows: each element of ``data`` is a change record of
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import functions as F
@@ -23,10 +24,10 @@ from cdc_ingest.formats.common import (
     number,
     parse_error,
 )
-from cdc_ingest.formats.oms_types import type_hint_from_names
+from cdc_ingest.formats.oms_types import BY_NAME, BYTES, JDBC_TYPES, type_hint_from_names
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 SCHEMA = (
     "data array<map<string,string>>, old array<map<string,string>>, database string, "
@@ -53,6 +54,13 @@ OPS = {
         NOOP,
     ),
 }
+# Columns whose declared type is binary (BIT aside: plain Canal sends BIT(n) as a number).
+BINARY_MYSQL_TYPE = (
+    r"^\s*("
+    + "|".join(re.escape(n) for n, t in BY_NAME.items() if t == BYTES and n != "bit")
+    + r")\s*(\(.*)?$"
+)
+BINARY_JDBC_TYPES = [str(code) for code, t in JDBC_TYPES.items() if t == BYTES]
 
 
 class CanalDecoder(Decoder):
@@ -60,6 +68,8 @@ class CanalDecoder(Decoder):
 
     name: ClassVar[str] = "canal-json"
     image_json_paths: ClassVar[tuple[str, ...]] = ("$.data[0]",)
+    #: Plain Canal writes binary values as the ISO-8859-1 decoding of their bytes.
+    latin1_binary: ClassVar[bool] = True
 
     def decode(self, records: DataFrame) -> DataFrame:
         value = F.col("value")
@@ -67,11 +77,19 @@ class CanalDecoder(Decoder):
             "*", F.posexplode_outer(F.col("_m").getField("data")).alias("_pos", "_row")
         )
         m, row = F.col("_m"), F.col("_row")
+        # A Kafka tombstone (null value) or an empty message changes nothing (as in Flink).
+        tombstone = value.isNull() | (F.trim(value) == "")
         op = m.getField("type")
         is_ddl = F.lower(m.getField("isDdl")) == "true"
-        kind = F.when(is_ddl, F.lit(DDL)).otherwise(lookup(OPS, F.upper(op)))
+        kind = (
+            F.when(tombstone, F.lit(NOOP))
+            .when(is_ddl, F.lit(DDL))
+            .otherwise(lookup(OPS, F.upper(op)))
+        )
         table = m.getField("table")
         mysql_type, sql_type = m.getField("mysqlType"), m.getField("sqlType")
+        if self.latin1_binary:
+            row = _binary_as_base64(row, mysql_type, sql_type)
         hint = F.when(
             F.size(F.coalesce(mysql_type, F.create_map())) > 0,
             F.concat(F.lit("mysql:"), F.to_json(mysql_type)),
@@ -80,7 +98,8 @@ class CanalDecoder(Decoder):
             F.concat(F.lit("jdbc:"), F.to_json(sql_type)),
         )
         error = (
-            F.when(m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE))
+            F.when(tombstone, F.lit(None))
+            .when(m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE))
             .when(op.isNull() & ~F.coalesce(is_ddl, F.lit(False)), F.lit("message has no type"))
             .when(kind.isNull(), F.concat(F.lit("unknown type '"), op, F.lit("'")))
             .when(kind.isin(NOOP, DDL), F.lit(None))
@@ -95,7 +114,7 @@ class CanalDecoder(Decoder):
             m.getField("database").alias("src_db"),
             F.lit(None).cast("string").alias("src_schema"),
             table.alias("src_table"),
-            op.alias("op"),
+            F.when(tombstone, F.lit("tombstone")).otherwise(op).alias("op"),
             kind.alias("kind"),
             F.array(number(m.getField("es"))).alias("order"),
             mark_inexact_numbers(row, value).alias("image"),
@@ -112,11 +131,8 @@ class CanalDecoder(Decoder):
         hint = type_hint_from_names(schema_hint)
         if hint is None:
             return None
-        # Plain Canal writes binary values as ISO-8859-1 text and BIT(n) as a number.
-        columns = {
-            name: ColumnType("binary", "latin1") if ctype.encoding == "base64" else ctype
-            for name, ctype in hint.columns.items()
-        }
+        # Binary values arrive Base64-encoded by decode(); BIT(n) is a number in plain Canal.
+        columns = dict(hint.columns)
         for name, type_name in _declared_names(schema_hint).items():
             if type_name.strip().lower().startswith("bit"):
                 columns[name] = ColumnType("bigint")
@@ -127,9 +143,26 @@ class OmsCanalDecoder(CanalDecoder):
     """OceanBase OMS's Canal serialization: typed JSON values, Base64 binary."""
 
     name: ClassVar[str] = "oms-canal"
+    latin1_binary: ClassVar[bool] = False
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:
         return type_hint_from_names(schema_hint)
+
+
+def _binary_as_base64(row: Column, mysql_type: Column, sql_type: Column) -> Column:
+    """``row`` with the ISO-8859-1 text of binary columns re-encoded as Base64 (the shared typing
+    reads binary columns as Base64), binary meaning what the message's type hint declares."""
+    by_mysql = F.size(F.coalesce(mysql_type, F.create_map())) > 0
+
+    def encode(name: Column, v: Column) -> Column:
+        binary = F.when(
+            by_mysql, F.lower(F.element_at(mysql_type, name)).rlike(BINARY_MYSQL_TYPE)
+        ).otherwise(F.element_at(sql_type, name).isin(*BINARY_JDBC_TYPES))
+        return F.when(
+            F.coalesce(binary, F.lit(False)), F.base64(F.encode(v, "ISO-8859-1"))
+        ).otherwise(v)
+
+    return F.transform_values(row, encode)
 
 
 def _declared_names(schema_hint: str) -> dict[str, str]:
