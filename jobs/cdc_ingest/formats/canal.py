@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, ColumnType, Decoder, TypeHint
 from cdc_ingest.formats.common import (
     JSON_OPTIONS,
-    NO_KEY_VALUES,
     lookup,
     mark_inexact_numbers,
+    no_key_values,
     non_empty,
     number,
     parse_error,
@@ -119,7 +119,7 @@ class CanalDecoder(Decoder):
             F.array(number(m.getField("es"))).alias("order"),
             mark_inexact_numbers(row, value).alias("image"),
             non_empty(m.getField("pkNames")).alias("key_names"),
-            NO_KEY_VALUES.alias("key_values"),
+            no_key_values().alias("key_values"),
             hint.alias("schema_hint"),
             error.alias("error"),
             m.getField("es").cast("bigint").alias("event_ms"),

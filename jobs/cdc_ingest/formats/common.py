@@ -53,7 +53,9 @@ def epoch_millis(seconds_or_millis: Column) -> Column:
     return F.when(value < 1e11, value * 1000).otherwise(value).cast("bigint")
 
 
-NO_KEY_VALUES = F.lit(None).cast("map<string,string>")
+def no_key_values() -> Column:
+    """A null key-value map, for messages that carry their key only inside the image."""
+    return F.lit(None).cast("map<string,string>")
 
 
 # Spark's JSON reader renders a JSON number read into a string field as a Java double: digits

@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder, TypeHint
 from cdc_ingest.formats.common import (
     JSON_OPTIONS,
-    NO_KEY_VALUES,
     lookup,
     mark_inexact_numbers,
+    no_key_values,
     non_empty,
     number,
     parse_error,
@@ -114,7 +114,7 @@ class OmsDataWorksDecoder(Decoder):
             F.array(number(payload.getField("scn")), number(event_ms)).alias("order"),
             image.alias("image"),
             non_empty(schema.getField("pk")).alias("key_names"),
-            NO_KEY_VALUES.alias("key_values"),
+            no_key_values().alias("key_values"),
             hint.alias("schema_hint"),
             error.alias("error"),
             event_ms.alias("event_ms"),

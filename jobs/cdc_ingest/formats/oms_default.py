@@ -17,10 +17,10 @@ from pyspark.sql import functions as F
 from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder, TypeHint
 from cdc_ingest.formats.common import (
     JSON_OPTIONS,
-    NO_KEY_VALUES,
     epoch_millis,
     lookup,
     mark_inexact_numbers,
+    no_key_values,
     non_empty,
     number,
     parse_error,
@@ -100,7 +100,7 @@ class OmsDefaultDecoder(Decoder):
             ).alias("order"),
             image.alias("image"),
             key_names.alias("key_names"),
-            NO_KEY_VALUES.alias("key_values"),
+            no_key_values().alias("key_values"),
             self.schema_hint(full).alias("schema_hint"),
             error.alias("error"),
             epoch_millis(meta.getItem("timestamp")).alias("event_ms"),

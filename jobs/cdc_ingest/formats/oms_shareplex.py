@@ -16,9 +16,9 @@ from pyspark.sql import functions as F
 from cdc_ingest.formats.base import DELETE, UPSERT, Decoder
 from cdc_ingest.formats.common import (
     JSON_OPTIONS,
-    NO_KEY_VALUES,
     lookup,
     mark_inexact_numbers,
+    no_key_values,
     number,
     parse_error,
 )
@@ -80,7 +80,7 @@ class OmsSharePlexDecoder(Decoder):
             F.array(number(meta.getItem("scn")), number(meta.getItem("seq"))).alias("order"),
             image.alias("image"),
             F.lit(None).cast("array<string>").alias("key_names"),
-            NO_KEY_VALUES.alias("key_values"),
+            no_key_values().alias("key_values"),
             F.lit(None).cast("string").alias("schema_hint"),
             error.alias("error"),
             event_ms.alias("event_ms"),
