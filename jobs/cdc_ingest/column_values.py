@@ -115,6 +115,9 @@ def typed_value(marked: Column, column_type: ColumnType) -> Column:
         raw = raw.otherwise(marked)
     encoding = column_type.encoding
     base = target.split("(")[0].strip().lower()
+    if encoding == "latin1":
+        # Canal writes binary values as the ISO-8859-1 decoding of their bytes.
+        return F.encode(raw, "ISO-8859-1")
     if base == "binary" or encoding == "base64":
         return F.when(raw.rlike(BASE64_TEXT), F.unbase64(raw))
     if encoding == "connect_decimal":
@@ -128,9 +131,7 @@ def typed_value(marked: Column, column_type: ColumnType) -> Column:
         # seconds[.fraction] since OMS 3.3.0 (integer seconds before); Canal sends date-time text.
         seconds = _epoch_seconds(raw)
         return F.when(raw.rlike(EPOCH_SECONDS_TEXT), seconds).otherwise(_datetime(raw, target))
-    if encoding == "latin1":
-        # Canal writes binary values as the ISO-8859-1 decoding of their bytes.
-        return F.encode(raw, "ISO-8859-1")
+
     if base == "date" and encoding == "plain":
         return F.when(raw.rlike(DATE_TEXT), F.trim(raw).cast("date"))
     if encoding == "epoch_days":

@@ -9,7 +9,6 @@ One message carries several rows: each element of ``data`` is a change record of
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import functions as F
@@ -24,10 +23,10 @@ from cdc_ingest.formats.common import (
     number,
     parse_error,
 )
-from cdc_ingest.formats.oms_types import BY_NAME, BYTES, JDBC_TYPES, type_hint_from_names
+from cdc_ingest.formats.oms_types import type_hint_from_names
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
 SCHEMA = (
     "data array<map<string,string>>, old array<map<string,string>>, database string, "
@@ -54,13 +53,6 @@ OPS = {
         NOOP,
     ),
 }
-# Columns whose declared type is binary (BIT aside: plain Canal sends BIT(n) as a number).
-BINARY_MYSQL_TYPE = (
-    r"^\s*("
-    + "|".join(re.escape(n) for n, t in BY_NAME.items() if t == BYTES and n != "bit")
-    + r")\s*(\(.*)?$"
-)
-BINARY_JDBC_TYPES = [str(code) for code, t in JDBC_TYPES.items() if t == BYTES]
 
 
 class CanalDecoder(Decoder):
@@ -68,8 +60,6 @@ class CanalDecoder(Decoder):
 
     name: ClassVar[str] = "canal-json"
     image_json_paths: ClassVar[tuple[str, ...]] = ("$.data[0]",)
-    #: Plain Canal writes binary values as the ISO-8859-1 decoding of their bytes.
-    latin1_binary: ClassVar[bool] = True
 
     def decode(self, records: DataFrame) -> DataFrame:
         value = F.col("value")
@@ -88,8 +78,6 @@ class CanalDecoder(Decoder):
         )
         table = m.getField("table")
         mysql_type, sql_type = m.getField("mysqlType"), m.getField("sqlType")
-        if self.latin1_binary:
-            row = _binary_as_base64(row, mysql_type, sql_type)
         hint = F.when(
             F.size(F.coalesce(mysql_type, F.create_map())) > 0,
             F.concat(F.lit("mysql:"), F.to_json(mysql_type)),
@@ -131,8 +119,11 @@ class CanalDecoder(Decoder):
         hint = type_hint_from_names(schema_hint)
         if hint is None:
             return None
-        # Binary values arrive Base64-encoded by decode(); BIT(n) is a number in plain Canal.
-        columns = dict(hint.columns)
+        # Plain Canal writes binary values as ISO-8859-1 text and BIT(n) as a number.
+        columns = {
+            name: ColumnType("binary", "latin1") if ctype.encoding == "base64" else ctype
+            for name, ctype in hint.columns.items()
+        }
         for name, type_name in _declared_names(schema_hint).items():
             if type_name.strip().lower().startswith("bit"):
                 columns[name] = ColumnType("bigint")
@@ -143,26 +134,9 @@ class OmsCanalDecoder(CanalDecoder):
     """OceanBase OMS's Canal serialization: typed JSON values, Base64 binary."""
 
     name: ClassVar[str] = "oms-canal"
-    latin1_binary: ClassVar[bool] = False
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:
         return type_hint_from_names(schema_hint)
-
-
-def _binary_as_base64(row: Column, mysql_type: Column, sql_type: Column) -> Column:
-    """``row`` with the ISO-8859-1 text of binary columns re-encoded as Base64 (the shared typing
-    reads binary columns as Base64), binary meaning what the message's type hint declares."""
-    by_mysql = F.size(F.coalesce(mysql_type, F.create_map())) > 0
-
-    def encode(name: Column, v: Column) -> Column:
-        binary = F.when(
-            by_mysql, F.lower(F.element_at(mysql_type, name)).rlike(BINARY_MYSQL_TYPE)
-        ).otherwise(F.element_at(sql_type, name).isin(*BINARY_JDBC_TYPES))
-        return F.when(
-            F.coalesce(binary, F.lit(False)), F.base64(F.encode(v, "ISO-8859-1"))
-        ).otherwise(v)
-
-    return F.transform_values(row, encode)
 
 
 def _declared_names(schema_hint: str) -> dict[str, str]:
