@@ -117,10 +117,11 @@ def test_extend_light_type_types_the_columns_it_names(lake):
         '{"allMetaData":{"record_primary_key":"id","table_name":"t","db":"ten.db",'
         '"timestamp":"1609344671"},"prevStruct":null,"recordType":"INSERT",'
         '"postStruct":{"id":7,"amount":"12.50","born":"2020-11-25","seen":"1606233662.012345",'
-        '"at":"2020-11-25 00:01:02","big":10223372036854775806,"__light_type":{'
+        '"at":"2020-11-25 00:01:02","big":10223372036854775806,"old":1606233662,"__light_type":{'
         '"id":{"schemaType":"INT"},"amount":{"schemaType":"DECIMAL(10,2)"},'
         '"born":{"schemaType":"DATE"},"seen":{"schemaType":"TIMESTAMP"},'
-        '"at":{"schemaType":"DATETIME"},"big":{"schemaType":"BIGINT UNSIGNED"}}}}'
+        '"at":{"schemaType":"DATETIME"},"big":{"schemaType":"BIGINT UNSIGNED"},'
+        '"old":{"schemaType":"TIMESTAMP"}}}}'
     )
     lake.land("oms", "001.json", [line])
     lake.run("oms")
@@ -141,6 +142,7 @@ def test_extend_light_type_types_the_columns_it_names(lake):
             "seen": datetime(2020, 11, 24, 16, 1, 2, 12345),
             "at": datetime(2020, 11, 25, 0, 1, 2),
             "big": Decimal("10223372036854775806"),
+            "old": datetime(2020, 11, 24, 16, 1, 2),  # integer seconds: OMS before 3.3.0-CE
         }
     ]
 
