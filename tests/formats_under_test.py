@@ -91,10 +91,120 @@ def arcion(op: str, before: dict | None, after: dict | None, ts: int, offset: in
     }
 
 
+OMS_RECORD_TYPES = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}
+LIGHT_TYPES = {"id": "INT", "owner": "VARCHAR", "balance": "BIGINT"}
+MYSQL_TYPES = {"id": "int(11)", "owner": "varchar(32)", "balance": "bigint(20)"}
+JDBC_TYPES = {"id": 4, "owner": 12, "balance": -5}
+
+
+def oms_default(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    row = after or before or {}
+    return {
+        "allMetaData": {
+            "checkpoint": str(ts // 1000),
+            "record_primary_key": KEY,
+            "record_primary_value": str(row[KEY]),
+            "dbType": "OB_MYSQL",
+            "storeDataSequence": ts * 100000 + offset,
+            "table_name": TABLE,
+            "db": "tenant1.bank",
+            "timestamp": str(ts // 1000),
+        },
+        "prevStruct": before,
+        "postStruct": after,
+        "recordType": OMS_RECORD_TYPES[op],
+    }
+
+
+def oms_default_extend(
+    op: str, before: dict | None, after: dict | None, ts: int, offset: int
+) -> Any:
+    light = {name: {"schemaType": t} for name, t in LIGHT_TYPES.items()}
+    message = oms_default(op, before, after, ts, offset)
+    for image in ("prevStruct", "postStruct"):
+        if message[image] is not None:
+            message[image] = {**message[image], "__light_type": light}
+    return message
+
+
+def canal(
+    op: str, before: dict | None, after: dict | None, ts: int, offset: int, strings: bool = True
+) -> Any:
+    row = after if op != "d" else before
+    assert row is not None
+
+    def text(r: dict) -> dict:
+        return {k: None if v is None else str(v) for k, v in r.items()} if strings else r
+
+    old = None
+    if op == "u" and before is not None and after is not None:
+        old = [text({k: v for k, v in before.items() if after.get(k) != v})]
+    return {
+        "data": [text(row)],
+        "database": "bank",
+        "es": ts,
+        "id": offset,
+        "isDdl": False,
+        "mysqlType": MYSQL_TYPES,
+        "old": old,
+        "pkNames": [KEY],
+        "sql": "",
+        "sqlType": JDBC_TYPES,
+        "table": TABLE,
+        "ts": ts + 5,
+        "type": OMS_RECORD_TYPES[op],
+    }
+
+
+def oms_canal(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    return canal(op, before, after, ts, offset, strings=False)
+
+
+def oms_dataworks(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    return {
+        "version": "2.0",
+        "schema": {
+            "source": {"dbType": "ob_mysql", "dbName": "bank", "schema": None, "table": TABLE},
+            "column": [{"name": n, "type": t} for n, t in LIGHT_TYPES.items()],
+            "pk": [KEY],
+        },
+        "payload": {
+            "before": {"data": before} if before is not None else None,
+            "after": {"data": after} if after is not None else None,
+            "op": OMS_RECORD_TYPES[op],
+            "timestamp": {"eventTime": ts, "systemTime": ts + 5, "checkpointTime": ts // 1000},
+            "ddl": None,
+            "scn": str(ts),
+        },
+    }
+
+
+def oms_shareplex(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    meta = {
+        "op": {"c": "ins", "u": "upd", "d": "del"}[op],
+        "table": f"bank.{TABLE}",
+        "scn": str(ts),
+        "seq": 1,
+        "time": "2020-11-25T00:01:02",
+        "trans": f"t{offset}",
+    }
+    if op == "u":
+        assert before is not None and after is not None
+        changed = {k: v for k, v in after.items() if before.get(k) != v}
+        return {"data": changed, "meta": meta, "key": before}
+    return {"data": after if op == "c" else before, "meta": meta}
+
+
 FORMATS: dict[str, dict[str, Any]] = {
     "lindorm": {"build": lindorm, "options": {"keys": {TABLE: [KEY]}}},
     "debezium-json": {"build": debezium, "options": {"keys": {TABLE: [KEY]}}},
     "arcion": {"build": arcion, "options": {"envelope": "kafka"}},
+    "oms-default": {"build": oms_default, "options": {}},
+    "oms-default-extend": {"build": oms_default_extend, "options": {}},
+    "oms-canal": {"build": oms_canal, "options": {}},
+    "canal-json": {"build": canal, "options": {}},
+    "oms-dataworks": {"build": oms_dataworks, "options": {}},
+    "oms-shareplex": {"build": oms_shareplex, "options": {"keys": {TABLE: [KEY]}}},
 }
 
 

@@ -21,3 +21,24 @@ def json_blocks(text: str) -> list[Any]:
 def seed_blocks(name: str) -> list[Any]:
     """The JSON samples of one seed document, in document order."""
     return json_blocks((SEEDS / name).read_text(encoding="utf-8"))
+
+
+OMS_SEED = "001_2bb5df6066235caf.txt"
+
+
+def fenced_samples(name: str, strip_comments: bool = False) -> list[str]:
+    """The text of every fenced ```json block of a seed, one line each.
+
+    Whitespace around each line is dropped and nothing else changes: invalid samples stay invalid
+    and long numbers keep every digit. ``strip_comments`` removes ``// …`` explanations, which
+    turns the documented DataWorks heartbeat into a message.
+    """
+    text = (SEEDS / name).read_text(encoding="utf-8")
+    blocks = re.findall(r"```json\n(.*?)```", text, re.S)
+    samples = []
+    for block in blocks:
+        lines = block.splitlines()
+        if strip_comments:
+            lines = [re.sub(r"\s*//.*$", "", line) for line in lines]
+        samples.append("".join(line.strip() for line in lines))
+    return samples

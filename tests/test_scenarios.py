@@ -1,4 +1,4 @@
-"""One suite of semantic scenarios, run for every format of the foundation."""
+"""One suite of semantic scenarios, run for every registered format."""
 
 from __future__ import annotations
 

@@ -72,6 +72,7 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
     return changes.where(F.col("_cdc_target") == target.name).select(
         "_cdc_file_idx",
         "_cdc_line",
+        "row_in_message",
         "_cdc_kind",
         "_cdc_key",
         "_cdc_source",
@@ -290,6 +291,7 @@ def apply_table(
     bad = typed.where(F.col("_type_error").isNotNull()).select(
         "_cdc_file_idx",
         "_cdc_line",
+        "row_in_message",
         F.col("_type_error").alias("reason"),
         F.col("_cdc_source").alias("source_table"),
         F.lit(target.name).alias("target_table"),

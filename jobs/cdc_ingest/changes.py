@@ -139,6 +139,7 @@ def resolve_changes(decoded: DataFrame, pipeline: PipelineConfig, batch_id: int)
         F.lit(batch_id).cast("bigint"),
         F.col("_cdc_file_idx").cast("bigint"),
         F.col("_cdc_line").cast("bigint"),
+        F.col("row_in_message").cast("bigint"),
     )
     return keyed.select(
         *decoded.columns,

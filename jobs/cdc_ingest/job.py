@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from cdc_ingest.apply import apply_table
 from cdc_ingest.changes import DUPLICATE, mark_applied_offsets, resolve_changes
 from cdc_ingest.checkpoint_store import CheckpointStore
+from cdc_ingest.ddl_history import record_ddl
 from cdc_ingest.formats import load_decoder
 from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder
 from cdc_ingest.landing import list_landed
@@ -88,6 +89,10 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
             _write_dead_letters(
                 spark, catalog, namespace, pipeline.name, batch, landed, dead, summary
             )
+            if summary.ddl_recorded:
+                record_ddl(
+                    spark, catalog, namespace, pipeline.name, plan.batch_id, cached, summary.files
+                )
             cached.unpersist()
     _maybe_die("before_checkpoint")
     offsets = stats.offsets() if pipeline.envelope == "kafka" else []
@@ -153,6 +158,9 @@ def _batch(resolved: DataFrame, decoder: Decoder) -> DataFrame:
         "op",
         "image",
         "key_values",
+        "row_in_message",
+        "event_ms",
+        "ddl",
         "schema_hint",
         "_cdc_kind",
         "_cdc_target",
@@ -181,11 +189,13 @@ def _inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory
             F.when(is_change, F.col("_cdc_keys")).alias("keys"),
             F.when(is_change, F.map_keys("image")).alias("columns"),
             F.when(is_change, F.col("schema_hint")).alias("hint"),
+            (F.col("row_in_message") == 0).alias("first_row"),
         )
         .agg(
             F.count(F.lit(1)).alias("count"),
             F.min("kafka_offset").alias("lo"),
             F.max("kafka_offset").alias("hi"),
+            F.max(F.when(ok, F.col("event_ms"))).alias("newest"),
         )
         .collect()
     )
@@ -193,13 +203,19 @@ def _inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory
     rows: dict[str, int] = {}
     for row in inventory_rows:
         stats.add(row)
-        summary.lines += row["count"]
+        summary.records += row["count"]
+        if row["first_row"]:
+            summary.lines += row["count"]
+        if row["newest"] is not None:
+            summary.freshness_ms = max(summary.freshness_ms or 0, row["newest"])
         if not row["ok"]:
             summary.dead_lettered += row["count"]
             continue
         summary.messages += row["count"]
         if row["_cdc_kind"] in (NOOP, DDL):
             summary.no_row_change += row["count"]
+        if row["_cdc_kind"] == DDL:
+            summary.ddl_recorded += row["count"]
         elif row["_cdc_kind"] == DUPLICATE:
             summary.already_applied += row["count"]
         if row["target"] is None:
@@ -273,6 +289,7 @@ def _write_dead_letters(
     errors = batch.cached.where(F.col("_cdc_error").isNotNull()).select(
         "_cdc_file_idx",
         "_cdc_line",
+        "row_in_message",
         F.col("_cdc_error").alias("reason"),
         F.col("_cdc_source").alias("source_table"),
         F.col("_cdc_target").alias("target_table"),
@@ -291,6 +308,7 @@ def _write_dead_letters(
             F.lit(batch.batch_id).cast("bigint").alias("batch_id"),
             "file",
             F.col("_cdc_line").alias("line"),
+            F.col("row_in_message").alias("row"),
             *kafka,
             F.when(F.col("source_table") != "", F.col("source_table")).alias("source_table"),
             F.when(F.col("target_table") != "", F.col("target_table")).alias("target_table"),
@@ -301,10 +319,13 @@ def _write_dead_letters(
         .localCheckpoint(eager=True)
     )
     samples = (
-        letters.orderBy("file", "line").select("file", "line", "reason").limit(DEAD_LETTER_SAMPLES)
+        letters.orderBy("file", "line", "row")
+        .select("file", "line", "row", "reason")
+        .limit(DEAD_LETTER_SAMPLES)
     )
     summary.dead_letter_samples = [
-        f"{r['file']}:{r['line']}: {r['reason']}" for r in samples.collect()
+        f"{r['file']}:{r['line']}{f' row {r[2]}' if r[2] else ''}: {r['reason']}"
+        for r in samples.collect()
     ]
     # Only a resumed batch can find its own dead letters already written.
     if summary.resumed:

@@ -1,9 +1,14 @@
-"""What a run did, in numbers that add up: lines read = messages + dead letters."""
+"""What a run did, in numbers that add up: records read = messages + dead letters.
+
+A record is one change as the source sent it: one per landed line, except for formats whose messages
+carry several rows (Canal's ``data`` array), where each row is a record of its own.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 
 
 @dataclass
@@ -36,9 +41,14 @@ class RunSummary:
     files: list[str] = field(default_factory=list)
     duplicate_files: dict[str, str] = field(default_factory=dict)
     lines: int = 0
-    messages: int = 0
+    records: int = 0  # = lines, except for multi-row messages
+    messages: int = 0  # records decoded without error (applied, skipped or changing no row)
     dead_lettered: int = 0
     no_row_change: int = 0  # tombstones, heartbeats, transaction markers, DDL
+    ddl_recorded: int = 0  # DDL records kept in _cdc_ddl_history
+    # Newest source event time (epoch ms) among the batch's good records, heartbeats included:
+    # how fresh the mirror is once this batch is applied.
+    freshness_ms: int | None = None
     already_applied: int = 0  # Kafka offsets applied by an earlier batch
     tables: dict[str, TableSummary] = field(default_factory=dict)
     dead_letter_samples: list[str] = field(default_factory=list)
@@ -52,12 +62,16 @@ class RunSummary:
         if self.batch_id is None:
             return f"pipeline {self.pipeline}: nothing new to apply"
         resumed = " (resumed)" if self.resumed else ""
+        records = f" ({self.records} records)" if self.records != self.lines else ""
         head = (
             f"pipeline {self.pipeline} batch {self.batch_id}{resumed}: "
-            f"{len(self.files)} files, {self.lines} lines = {self.messages} messages + "
+            f"{len(self.files)} files, {self.lines} lines{records} = {self.messages} messages + "
             f"{self.dead_lettered} dead-lettered"
         )
         lines = [head]
+        if self.freshness_ms is not None:
+            fresh = datetime.fromtimestamp(self.freshness_ms / 1000, UTC)
+            lines.append(f"  freshness: source events up to {fresh.isoformat()}")
         if self.duplicate_files:
             lines.append(f"  skipped {len(self.duplicate_files)} duplicate files:")
             lines += [
@@ -67,6 +81,11 @@ class RunSummary:
             lines.append(
                 f"  {self.no_row_change} messages change no row (tombstone/control/DDL), "
                 f"{self.already_applied} already applied (Kafka offsets)"
+            )
+        if self.ddl_recorded:
+            lines.append(
+                f"  {self.ddl_recorded} DDL records kept in _cdc_ddl_history "
+                "(recorded, not applied to tables)"
             )
         for name in sorted(self.tables):
             t = self.tables[name]

@@ -29,11 +29,13 @@ SYSTEM_COLUMNS: dict[str, str] = {
 DEAD_LETTERS = "_cdc_dead_letters"
 CHECKPOINTS = "_cdc_checkpoints"
 TOMBSTONES = "_cdc_tombstones"
+DDL_HISTORY = "_cdc_ddl_history"
 
 SYSTEM_TABLES: dict[str, str] = {
     DEAD_LETTERS: (
-        "pipeline string, batch_id bigint, file string, line bigint, kafka_topic string, "
-        "kafka_partition int, kafka_offset bigint, source_table string, target_table string, "
+        "pipeline string, batch_id bigint, file string, line bigint, row int, "
+        "kafka_topic string, kafka_partition int, kafka_offset bigint, source_table string, "
+        "target_table string, "
         "reason string, raw string, recorded_at timestamp"
     ),
     CHECKPOINTS: (
@@ -45,6 +47,11 @@ SYSTEM_TABLES: dict[str, str] = {
     # Keys deleted from a mirrored table, with the ordering value of the delete, so that a late
     # older insert cannot resurrect them.
     TOMBSTONES: f"target_table string, key string, {ORDER_COLUMN} array<bigint>, batch_id bigint",
+    DDL_HISTORY: (
+        "pipeline string, batch_id bigint, file string, line bigint, source_table string, "
+        f"target_table string, op string, statement string, event_time timestamp, "
+        f"{ORDER_COLUMN} array<bigint>, status string, detail string, recorded_at timestamp"
+    ),
 }
 
 

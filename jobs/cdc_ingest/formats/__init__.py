@@ -17,6 +17,12 @@ FORMATS: dict[str, str] = {
     "lindorm": "cdc_ingest.formats.lindorm:LindormDecoder",
     "arcion": "cdc_ingest.formats.arcion:ArcionDecoder",
     "debezium-json": "cdc_ingest.formats.debezium_json:DebeziumJsonDecoder",
+    "oms-default": "cdc_ingest.formats.oms_default:OmsDefaultDecoder",
+    "oms-default-extend": "cdc_ingest.formats.oms_default:OmsDefaultExtendDecoder",
+    "oms-canal": "cdc_ingest.formats.canal:OmsCanalDecoder",
+    "canal-json": "cdc_ingest.formats.canal:CanalDecoder",
+    "oms-dataworks": "cdc_ingest.formats.oms_dataworks:OmsDataWorksDecoder",
+    "oms-shareplex": "cdc_ingest.formats.oms_shareplex:OmsSharePlexDecoder",
 }
 
 

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 #   key_values   map<string,string>: key values from outside the image (a Kafka key), or null
 #   schema_hint  string: whatever the decoder needs to type the image's columns (see type_hint)
 #   error        string: why the record cannot be applied; such records become dead letters
+#   event_ms     bigint: source time of the change (or heartbeat), epoch millis, or null
+#   ddl          string: the statement of a DDL record, or null
+#   row_in_message  int: position of the row in a message that carries several (Canal), else 0
 CHANGE_COLUMNS = (
     "src_db",
     "src_schema",
@@ -37,6 +40,9 @@ CHANGE_COLUMNS = (
     "key_values",
     "schema_hint",
     "error",
+    "event_ms",
+    "ddl",
+    "row_in_message",
 )
 
 UPSERT = "upsert"
@@ -54,7 +60,9 @@ class ColumnType:
         spark_type: the Spark SQL type of the mirrored column (``bigint``, ``decimal(20,0)``…).
         encoding: how the JSON text encodes it: ``plain`` (a cast), ``base64`` (binary),
             ``epoch_days``/``epoch_millis``/``epoch_micros``/``epoch_nanos`` (dates and
-            timestamps as numbers), ``connect_decimal`` (Kafka Connect's Base64 unscaled bytes).
+            timestamps as numbers), ``epoch_seconds`` (seconds with an optional fraction),
+            ``datetime`` (``YYYY-MM-DD HH:mm:ss[.f] [zone]`` text), ``connect_decimal`` (Kafka
+            Connect's Base64 unscaled bytes).
         scale: the decimal scale for ``connect_decimal``.
     """
 

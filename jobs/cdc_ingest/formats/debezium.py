@@ -13,6 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder, TypeHint
+from cdc_ingest.formats.common import JSON_OPTIONS, lookup, number, parse_error
 from cdc_ingest.formats.connect_schema import type_hint_from_schema
 
 if TYPE_CHECKING:
@@ -27,28 +28,11 @@ PAYLOAD_FIELDS = (
 ENVELOPE_SCHEMA = (
     f"schema string, payload struct<{PAYLOAD_FIELDS}>, {PAYLOAD_FIELDS}, _corrupt string"
 )
-JSON_OPTIONS = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
 KEY_SCHEMA = "map<string,string>"
 
 OPS = {"c": UPSERT, "u": UPSERT, "r": UPSERT, "d": DELETE, "t": NOOP, "m": NOOP}
 INITIAL_SNAPSHOT = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection")
-
-
-def number(column: Column) -> Column:
-    """A long, or -1 where absent, so that ordering arrays never hold nulls."""
-    return F.coalesce(column.cast("bigint"), F.lit(-1).cast("bigint"))
-
-
-def shape_error(value: Column, fmt: str) -> Column:
-    """Why a value that Spark could not read as the envelope is unusable."""
-    return F.when(
-        F.get_json_object(value, "$").isNull(), F.lit("line is not valid JSON")
-    ).otherwise(
-        F.lit(
-            f"not a {fmt} message: expected a JSON object with op/before/after/source "
-            "(before, after and source must be objects)"
-        )
-    )
+SHAPE = "a JSON object with op/before/after/source (before, after and source must be objects)"
 
 
 class DebeziumFamilyDecoder(Decoder):
@@ -106,7 +90,7 @@ class DebeziumFamilyDecoder(Decoder):
         op = F.lower(pick("op"))
         before, after, source = pick("before"), pick("after"), pick("source")
         kind = F.coalesce(
-            F.element_at(F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv]), op),
+            lookup(OPS, op),
             F.when(pick("ddl").isNotNull(), F.lit(DDL)),
         )
         image = F.when(kind == DELETE, before).otherwise(after)
@@ -115,7 +99,7 @@ class DebeziumFamilyDecoder(Decoder):
         table = source.getItem("table")
         error = (
             F.when(tombstone, F.lit(None))
-            .when(m.getField("_corrupt").isNotNull(), shape_error(value, self.name))
+            .when(m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE))
             .when(op.isNull() & pick("ddl").isNull(), F.lit("message has no op (payload.op)"))
             .when(kind.isNull(), F.concat(F.lit("unknown op '"), pick("op"), F.lit("'")))
             .when(kind.isin(NOOP, DDL), F.lit(None))
@@ -146,6 +130,9 @@ class DebeziumFamilyDecoder(Decoder):
             key_values.alias("key_values"),
             self.schema_hint(m.getField("schema"), image).alias("schema_hint"),
             error.alias("error"),
+            F.coalesce(source.getItem("ts_ms"), pick("ts_ms")).cast("bigint").alias("event_ms"),
+            pick("ddl").alias("ddl"),
+            F.lit(0).alias("row_in_message"),
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

@@ -13,7 +13,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.formats.base import ColumnType, TypeHint
-from cdc_ingest.formats.debezium import DebeziumFamilyDecoder, number
+from cdc_ingest.formats.common import number
+from cdc_ingest.formats.debezium import DebeziumFamilyDecoder
 
 HBASE_ROW_KEY = "ROW"
 HBASE_HINT = "lindorm:hbase"

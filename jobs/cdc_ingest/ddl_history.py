@@ -1,0 +1,69 @@
+"""The ``_cdc_ddl_history`` table: every DDL record a pipeline has seen, in stream order.
+
+Until schema evolution applies statements, DDL records are recognised, kept here with where they
+came from, and change no row; they are not dead letters.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from cdc_ingest.formats.base import DDL
+from cdc_ingest.tables import DDL_HISTORY, qualified
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+RECORDED = "recorded"
+NOT_APPLIED = "schema changes are not applied yet: recorded only"
+
+
+def record_ddl(
+    spark: SparkSession,
+    catalog: str,
+    namespace: str,
+    pipeline: str,
+    batch_id: int,
+    records: DataFrame,
+    files: list[str],
+) -> None:
+    """Append the batch's DDL records, once: a resumed batch that already wrote them skips."""
+    table = qualified(catalog, namespace, DDL_HISTORY)
+    already = (
+        spark.table(table)
+        .where((F.col("pipeline") == pipeline) & (F.col("batch_id") == batch_id))
+        .limit(1)
+        .count()
+    )
+    if already:
+        return
+    names = spark.createDataFrame(list(enumerate(files)), "_cdc_file_idx int, file string")
+    source = F.col("_cdc_source")
+    rows = (
+        records.where(F.col("_cdc_error").isNull() & (F.col("_cdc_kind") == DDL))
+        .join(F.broadcast(names), "_cdc_file_idx")
+        .select(
+            F.lit(pipeline).alias("pipeline"),
+            F.lit(batch_id).cast("bigint").alias("batch_id"),
+            "file",
+            F.col("_cdc_line").alias("line"),
+            F.when(source != "", source).alias("source_table"),
+            F.when(F.col("_cdc_target") != "", F.col("_cdc_target")).alias("target_table"),
+            "op",
+            F.col("ddl").alias("statement"),
+            F.timestamp_millis(F.col("event_ms")).alias("event_time"),
+            F.col("_cdc_order").alias("_cdc_order"),
+            F.lit(RECORDED).alias("status"),
+            F.lit(NOT_APPLIED).alias("detail"),
+            F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp").alias("recorded_at"),
+        )
+    )
+    (
+        rows.writeTo(table)
+        .option("snapshot-property.cdc.pipeline", pipeline)
+        .option("snapshot-property.cdc.batch-id", str(batch_id))
+        .append()
+    )

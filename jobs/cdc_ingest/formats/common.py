@@ -1,0 +1,79 @@
+"""Column expressions every decoder needs: numbers for ordering, parse errors, op tables."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+# PERMISSIVE keeps a line Spark cannot read as the schema, with its text in ``_corrupt``.
+JSON_OPTIONS = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
+TRAILING_COMMA = r",\s*[}\]]"
+LONG_NUMBER = r"[:\[,]\s*-?[0-9][0-9.eE+-]{1000,}"
+
+
+def number(column: Column) -> Column:
+    """A long, or -1 where absent, so that ordering arrays never hold nulls."""
+    return F.coalesce(column.cast("bigint"), F.lit(-1).cast("bigint"))
+
+
+def parse_error(value: Column, fmt: str, expected: str) -> Column:
+    """Why a line that Spark could not read as the format's message is unusable."""
+    not_json = (
+        F.when(
+            value.rlike(TRAILING_COMMA),
+            F.lit("line is not valid JSON: a trailing comma before '}' or ']'"),
+        )
+        .when(
+            value.rlike(LONG_NUMBER),
+            F.lit(
+                "line holds a number literal longer than 1000 characters, more than Spark's "
+                "JSON reader (Jackson) accepts"
+            ),
+        )
+        .otherwise(F.lit("line is not valid JSON"))
+    )
+    return F.when(F.get_json_object(value, "$").isNull(), not_json).otherwise(
+        F.lit(f"not a {fmt} message: expected {expected}")
+    )
+
+
+def lookup(mapping: dict[str, str], key: Column) -> Column:
+    """``mapping[key]`` as a Spark expression (null for keys not in it)."""
+    return F.element_at(F.create_map(*[F.lit(x) for kv in mapping.items() for x in kv]), key)
+
+
+def non_empty(names: Column) -> Column:
+    """An array of names, or null when it is null or empty (so configured keys are asked for)."""
+    return F.when(F.size(F.coalesce(names, F.array())) > 0, names)
+
+
+def epoch_millis(seconds_or_millis: Column) -> Column:
+    """Epoch milliseconds from a number that is seconds (10 digits) or already milliseconds."""
+    value = seconds_or_millis.cast("double")
+    return F.when(value < 1e11, value * 1000).otherwise(value).cast("bigint")
+
+
+def no_key_values() -> Column:
+    """A null key-value map, for messages that carry their key only inside the image."""
+    return F.lit(None).cast("map<string,string>")
+
+
+# Spark's JSON reader renders a JSON number read into a string field as a Java double: digits
+# beyond a double's precision are gone ("12345678.123456789012345678" becomes
+# "1.234567812345679E7"). A value rendered so, whose text is not in the message as written, is
+# marked INEXACT: a double column takes it as it is, a decimal column dead-letters it.
+INEXACT = "\u0001inexact:"
+_DOUBLE_RENDERING = r"^-?[0-9]+\.[0-9]+(E-?[0-9]+)?$"
+
+
+def mark_inexact_numbers(image: Column, message: Column) -> Column:
+    """``image`` with each number Spark could not keep digit for digit prefixed by ``INEXACT``."""
+
+    def mark(_: Column, v: Column) -> Column:
+        suspect = ((F.length(v) >= 16) | v.contains("E")) & v.rlike(_DOUBLE_RENDERING)
+        at = F.call_function("instr", message, v)
+        after = message.substr(at + F.length(v), F.lit(1))
+        verbatim = (at > 0) & ~after.rlike("[0-9eE]")
+        return F.when(suspect & ~verbatim, F.concat(F.lit(INEXACT), v)).otherwise(v)
+
+    return F.transform_values(image, mark)

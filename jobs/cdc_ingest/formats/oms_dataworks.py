@@ -1,0 +1,126 @@
+"""OceanBase OMS DataWorks 2.0 serialization (seed 001).
+
+``{"version": "2.0", "schema": {"source": {dbName, schema, table}, "column": [{name, type}…],
+"pk": […]}, "payload": {"before": {"data": {…}}, "after": {"data": {…}}, "op", "timestamp":
+{"eventTime"}, "ddl": {"text"}, "scn"}}``. Images are full rows, typed by ``schema.column``.
+Heartbeats and transaction/control ops change no row; CREATE/ALTER/ERASE/TRUNCATE/RENAME are DDL.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from pyspark.sql import functions as F
+
+from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder, TypeHint
+from cdc_ingest.formats.common import (
+    JSON_OPTIONS,
+    lookup,
+    mark_inexact_numbers,
+    no_key_values,
+    non_empty,
+    number,
+    parse_error,
+)
+from cdc_ingest.formats.oms_types import type_hint_from_names
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+SCHEMA = (
+    "version string, "
+    "schema struct<source: map<string,string>, column: array<map<string,string>>, "
+    "pk: array<string>>, "
+    "payload struct<before: struct<data: map<string,string>>, "
+    "after: struct<data: map<string,string>>, op string, timestamp map<string,string>, "
+    "ddl map<string,string>, scn string>, "
+    "_corrupt string"
+)
+SHAPE = "a JSON object with schema and payload {before, after, op}"
+OPS = {
+    "INSERT": UPSERT,
+    "UPDATE": UPSERT,
+    "DELETE": DELETE,
+    **dict.fromkeys(
+        (
+            "HEARTBEAT",
+            "TRANSACTION_BEGIN",
+            "TRANSACTION_END",
+            "GTID",
+            "XACOMMIT",
+            "XAROLLBACK",
+            "QUERY",
+            "CINDEX",
+            "DINDEX",
+        ),
+        NOOP,
+    ),
+    **dict.fromkeys(("CREATE", "ALTER", "ERASE", "TRUNCATE", "RENAME"), DDL),
+}
+
+
+class OmsDataWorksDecoder(Decoder):
+    """OMS DataWorks 2.0 JSON."""
+
+    name: ClassVar[str] = "oms-dataworks"
+    image_json_paths: ClassVar[tuple[str, ...]] = (
+        "$.payload.after.data",
+        "$.payload.before.data",
+    )
+
+    def decode(self, records: DataFrame) -> DataFrame:
+        value = F.col("value")
+        parsed = records.withColumn("_m", F.from_json(value, SCHEMA, JSON_OPTIONS))
+        m = F.col("_m")
+        schema, payload = m.getField("schema"), m.getField("payload")
+        source = schema.getField("source")
+        op = payload.getField("op")
+        kind = lookup(OPS, F.upper(op))
+        before = payload.getField("before").getField("data")
+        after = payload.getField("after").getField("data")
+        image = mark_inexact_numbers(F.when(kind == DELETE, before).otherwise(after), value)
+        table = source.getItem("table")
+        columns = schema.getField("column")
+        types = F.map_from_entries(
+            F.transform(
+                F.filter(columns, lambda c: c.getItem("name").isNotNull()),
+                lambda c: F.struct(c.getItem("name"), c.getItem("type")),
+            )
+        )
+        hint = F.when(
+            F.size(F.coalesce(columns, F.array())) > 0, F.concat(F.lit("mysql:"), F.to_json(types))
+        )
+        ddl = payload.getField("ddl").getItem("text")
+        event_ms = payload.getField("timestamp").getItem("eventTime").cast("bigint")
+        error = (
+            F.when(m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE))
+            .when(op.isNull(), F.lit("message has no payload.op"))
+            .when(kind.isNull(), F.concat(F.lit("unknown op '"), op, F.lit("'")))
+            .when(kind.isin(NOOP, DDL), F.lit(None))
+            .when(table.isNull(), F.lit("message names no table (schema.source.table)"))
+            .when(
+                (kind == UPSERT) & after.isNull(),
+                F.concat(F.lit("op "), op, F.lit(" has no payload.after.data")),
+            )
+            .when((kind == DELETE) & before.isNull(), F.lit("op DELETE has no payload.before.data"))
+        )
+        return parsed.select(
+            *records.columns,
+            source.getItem("dbName").alias("src_db"),
+            source.getItem("schema").alias("src_schema"),
+            table.alias("src_table"),
+            op.alias("op"),
+            kind.alias("kind"),
+            F.array(number(payload.getField("scn")), number(event_ms)).alias("order"),
+            image.alias("image"),
+            non_empty(schema.getField("pk")).alias("key_names"),
+            no_key_values().alias("key_values"),
+            hint.alias("schema_hint"),
+            error.alias("error"),
+            event_ms.alias("event_ms"),
+            F.when(kind == DDL, ddl).alias("ddl"),
+            F.lit(0).alias("row_in_message"),
+        )
+
+    def type_hint(self, schema_hint: str) -> TypeHint | None:
+        return type_hint_from_names(schema_hint)
