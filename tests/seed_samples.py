@@ -24,6 +24,25 @@ def seed_blocks(name: str) -> list[Any]:
 
 
 OMS_SEED = "001_2bb5df6066235caf.txt"
+AEROSPIKE_SEED = "004_ab181bb61e89a860.txt"
+
+
+def decoded_objects(name: str) -> list[Any]:
+    """Every JSON object that starts at column 0 of a seed, decoded as far as it reaches.
+
+    For documents whose nested objects also close at column 0, where ``json_blocks`` would stop
+    at the first closing brace.
+    """
+    text = (SEEDS / name).read_text(encoding="utf-8")
+    decoder = json.JSONDecoder()
+    objects = []
+    for match in re.finditer(r"^\{", text, re.M):
+        try:
+            obj, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        objects.append(obj)
+    return objects
 
 
 def fenced_samples(name: str, strip_comments: bool = False) -> list[str]:

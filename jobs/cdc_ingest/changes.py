@@ -29,6 +29,10 @@ def identifier_part(column: Column) -> Column:
     return F.lower(F.regexp_replace(F.coalesce(column, F.lit("")), r"[^A-Za-z0-9_]", "_"))
 
 
+# Template fields named after another source's terms: Aerospike's namespace and set.
+FIELD_ALIASES = {"namespace": "db", "set": "table"}
+
+
 def target_name(template: str) -> Column:
     """The template ``{db}_{table}``-style rendered per row from the source names."""
     parts: list[Column] = []
@@ -36,7 +40,8 @@ def target_name(template: str) -> Column:
         if literal:
             parts.append(F.lit(literal))
         if placeholder:
-            parts.append(identifier_part(F.col(f"src_{placeholder}")))
+            field = FIELD_ALIASES.get(placeholder, placeholder)
+            parts.append(identifier_part(F.col(f"src_{field}")))
     rendered = F.concat(*parts) if parts else F.lit("")
     return F.regexp_replace(F.lower(rendered), r"[^a-z0-9_]", "_")
 
@@ -99,8 +104,17 @@ def mark_applied_offsets(
     )
 
 
-def resolve_changes(decoded: DataFrame, pipeline: PipelineConfig, batch_id: int) -> DataFrame:
-    """Add target table, key columns, key text and full order; fold every error into ``error``."""
+def resolve_changes(
+    decoded: DataFrame,
+    pipeline: PipelineConfig,
+    batch_id: int,
+    deletes_without_table: bool = False,
+) -> DataFrame:
+    """Add target table, key columns, key text and full order; fold every error into ``error``.
+
+    With ``deletes_without_table``, a delete that names no table gets a null target: the job
+    applies it to every table of the namespace keyed like it.
+    """
     # Keys and raw key values each get a projection of their own: every later use then reads a
     # column instead of re-evaluating the lookup inside the (interpreted) lambda functions.
     keyed = decoded.withColumn(
@@ -141,10 +155,14 @@ def resolve_changes(decoded: DataFrame, pipeline: PipelineConfig, batch_id: int)
         F.col("_cdc_line").cast("bigint"),
         F.col("row_in_message").cast("bigint"),
     )
+    target = target_name(pipeline.table)
+    if deletes_without_table:
+        tableless = (F.col("kind") == DELETE) & F.col("src_table").isNull()
+        target = F.when(~tableless, target)
     return keyed.select(
         *decoded.columns,
         F.when(applied, F.lit(DUPLICATE)).otherwise(F.col("kind")).alias("_cdc_kind"),
-        target_name(pipeline.table).alias("_cdc_target"),
+        target.alias("_cdc_target"),
         source_name().alias("_cdc_source"),
         keys,
         F.to_json("_raw_key").alias("_cdc_key"),

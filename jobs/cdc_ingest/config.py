@@ -16,7 +16,18 @@ import yaml
 PIPELINE_NAME = re.compile(r"^[a-z0-9_]+$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ENVELOPES = ("none", "kafka")
-TEMPLATE_FIELDS = ("db", "schema", "table")
+TEMPLATE_FIELDS = ("db", "schema", "table", "namespace", "set")
+PIPELINE_KEYS = (
+    "name",
+    "format",
+    "landing",
+    "envelope",
+    "namespace",
+    "table",
+    "keys",
+    "schedule",
+    "retries",
+)
 
 
 class ConfigError(ValueError):
@@ -71,6 +82,7 @@ class PipelineConfig:
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     schedule: str | None = None
     retries: int = 2
+    options: dict[str, Any] = field(default_factory=dict)
 
     def keys_for(self, db: str | None, schema: str | None, table: str | None) -> tuple[str, ...]:
         """Configured key columns for a source table, most qualified name first."""
@@ -160,6 +172,7 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
     if not isinstance(retries, int) or retries < 0:
         raise ConfigError(f"{where}: retries must be a non-negative integer")
     schedule = raw.get("schedule")
+    options = _parse_options(raw, fmt, where)
     return PipelineConfig(
         name=name,
         format=fmt,
@@ -170,7 +183,26 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         keys=_parse_keys(raw.get("keys"), where),
         schedule=None if schedule in (None, "", "none", "None") else str(schedule),
         retries=retries,
+        options=options,
     )
+
+
+def _parse_options(raw: dict[str, Any], fmt: str, where: str) -> dict[str, Any]:
+    from cdc_ingest.formats.options import OptionError, option_names, parse_options
+
+    extra = {k: v for k, v in raw.items() if k not in PIPELINE_KEYS}
+    allowed = option_names(fmt)
+    for key in extra:
+        if key not in allowed:
+            format_keys = f"; format {fmt!r} also takes {', '.join(allowed)}" if allowed else ""
+            raise ConfigError(
+                f"{where}: unknown key {key!r} (pipeline keys: {', '.join(PIPELINE_KEYS)}"
+                f"{format_keys})"
+            )
+    try:
+        return parse_options(fmt, extra)
+    except OptionError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def load_config(path: str | Path) -> Config:

@@ -24,7 +24,7 @@ from cdc_ingest.reader import read_lines, to_records
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.summary import RunSummary
 from cdc_ingest.tables import DEAD_LETTERS, ensure_system_tables, qualified
-from cdc_ingest.target_schema import TargetInventory, image_sample, prepare_target
+from cdc_ingest.target_schema import TargetInventory, image_sample, prepare_target, table_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,7 +49,7 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
         LandingError: the landing zone cannot be listed or a file cannot be read.
     """
     pipeline = config.pipeline(pipeline_name)
-    decoder = load_decoder(pipeline.format)
+    decoder = load_decoder(pipeline.format, pipeline.options)
     catalog, namespace = config.catalog.name, pipeline.namespace
     listing = list_landed(pipeline.landing)
     configure_catalog(spark, config.catalog)
@@ -77,9 +77,11 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
             records = landed
             if pipeline.envelope == "kafka":
                 records = mark_applied_offsets(records, spark, state.offset_ranges)
-            resolved = resolve_changes(decoder.decode(records), pipeline, plan.batch_id)
+            resolved = resolve_changes(
+                decoder.decode(records), pipeline, plan.batch_id, decoder.deletes_without_table
+            )
             cached = _batch(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
-            batch = Batch(plan.batch_id, resolved, cached, existing)
+            batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
             inventory = _inventory(batch, summary, stats)
             if planned is not None:
                 planned.result()
@@ -109,12 +111,16 @@ class Batch:
         resolved: every record, decoded (not cached: reading it re-reads and re-parses the files).
         cached: the columns the rest of the job needs, cached; ``raw`` only for decode errors.
         existing: tables of the namespace when the run started.
+        catalog: the catalog.
+        namespace: the pipeline's namespace.
     """
 
     batch_id: int
     resolved: DataFrame
     cached: DataFrame
     existing: set[str]
+    catalog: str
+    namespace: str
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,9 @@ class Inventory:
 
     tables: dict[str, TargetInventory]
     rows: dict[str, int]
+    # Deletes that name no table, and their key columns: they apply to every table keyed so.
+    tableless_deletes: int = 0
+    tableless_keys: tuple[str, ...] = ()
 
 
 @dataclass
@@ -201,6 +210,7 @@ def _inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory
     )
     inventories: dict[str, TargetInventory] = {}
     rows: dict[str, int] = {}
+    tableless, tableless_keys = 0, tuple[str, ...]()
     for row in inventory_rows:
         stats.add(row)
         summary.records += row["count"]
@@ -219,6 +229,9 @@ def _inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory
         elif row["_cdc_kind"] == DUPLICATE:
             summary.already_applied += row["count"]
         if row["target"] is None:
+            if row["_cdc_kind"] == DELETE and row["keys"] is not None:
+                tableless += row["count"]
+                tableless_keys = tuple(row["keys"])
             continue
         rows[row["target"]] = rows.get(row["target"], 0) + row["count"]
         inv = inventories.setdefault(row["target"], TargetInventory(row["target"]))
@@ -226,7 +239,29 @@ def _inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory
         inv.add_columns(list(row["columns"] or []))
         if row["hint"] is not None and row["hint"] not in inv.hints:
             inv.hints.append(row["hint"])
-    return Inventory(inventories, rows)
+    summary.deletes_without_table = tableless
+    return Inventory(inventories, rows, tableless, tableless_keys)
+
+
+def _fan_out_tableless_deletes(spark: SparkSession, batch: Batch, inventory: Inventory) -> set[str]:
+    """Aim deletes that name no table at every table keyed like them; returns those tables.
+
+    An Aerospike delete carries no set, but its digest identifies the record in the whole
+    namespace: deleting it from every table keyed by the digest deletes exactly that record.
+    """
+    keys = inventory.tableless_keys
+    tables = {n for n, inv in inventory.tables.items() if inv.keys == keys}
+    for name in sorted(batch.existing - set(inventory.tables)):
+        if name.startswith("_cdc_"):
+            continue
+        identifier = qualified(batch.catalog, batch.namespace, name)
+        if table_keys(spark, identifier) == keys:
+            tables.add(name)
+            inventory.tables[name] = TargetInventory(name, keys)
+            inventory.rows[name] = 0
+    for name in tables:
+        inventory.rows[name] += inventory.tableless_deletes
+    return tables
 
 
 def _apply_all(
@@ -244,6 +279,10 @@ def _apply_all(
     is_change = F.col("_cdc_error").isNull() & F.col("_cdc_kind").isin(UPSERT, DELETE)
     dead: list[DataFrame] = []
     changes = batch.cached.where(is_change)
+    fan_out: set[str] = set()
+    if inventory.tableless_deletes:
+        fan_out = _fan_out_tableless_deletes(spark, batch, inventory)
+        summary.deletes_without_table_tables = sorted(fan_out)
     for name in sorted(inventory.tables):
         target, created = prepare_target(
             spark,
@@ -255,8 +294,11 @@ def _apply_all(
             batch.cached,
             batch.resolved,
         )
+        mine = changes
+        if name in fan_out:
+            mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(name)))
         table_summary, bad = apply_table(
-            spark, changes, target, batch.batch_id, inventory.rows[name], created
+            spark, mine, target, batch.batch_id, inventory.rows[name], created
         )
         table_summary.created = created
         summary.tables[name] = table_summary

@@ -50,6 +50,9 @@ class RunSummary:
     # how fresh the mirror is once this batch is applied.
     freshness_ms: int | None = None
     already_applied: int = 0  # Kafka offsets applied by an earlier batch
+    # Deletes naming no table (Aerospike deletes carry no set), and the tables they were aimed at.
+    deletes_without_table: int = 0
+    deletes_without_table_tables: list[str] = field(default_factory=list)
     tables: dict[str, TableSummary] = field(default_factory=dict)
     dead_letter_samples: list[str] = field(default_factory=list)
 
@@ -86,6 +89,12 @@ class RunSummary:
             lines.append(
                 f"  {self.ddl_recorded} DDL records kept in _cdc_ddl_history "
                 "(recorded, not applied to tables)"
+            )
+        if self.deletes_without_table:
+            aimed = ", ".join(self.deletes_without_table_tables) or "none yet"
+            lines.append(
+                f"  {self.deletes_without_table} deletes name no table: applied by key to "
+                f"every table keyed like them ({aimed})"
             )
         for name in sorted(self.tables):
             t = self.tables[name]

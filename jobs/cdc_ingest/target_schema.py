@@ -134,7 +134,8 @@ def _declared(hints: list[TypeHint]) -> tuple[dict[str, ColumnType], ColumnType 
     return declared, default
 
 
-def _table_keys(spark: SparkSession, identifier: str) -> tuple[str, ...]:
+def table_keys(spark: SparkSession, identifier: str) -> tuple[str, ...]:
+    """The key columns a table was created with (its ``cdc.keys`` property)."""
     rows = spark.sql(f"SHOW TBLPROPERTIES {identifier}").collect()
     props = {r["key"]: r["value"] for r in rows}
     value = props.get(KEYS_PROPERTY, "")
@@ -195,7 +196,7 @@ def prepare_target(
                 spark, catalog, namespace, existing_tables, inventory, decoder, batch, records
             )
     else:
-        keys = _table_keys(spark, identifier) or keys
+        keys = table_keys(spark, identifier) or keys
         add_columns(spark, identifier, {c: types[c] for c in new})
     target = TargetTable(
         name=inventory.name,

@@ -8,7 +8,7 @@ reading a config (as Airflow does at DAG parse time) never imports pyspark.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cdc_ingest.formats.base import Decoder
@@ -23,6 +23,8 @@ FORMATS: dict[str, str] = {
     "canal-json": "cdc_ingest.formats.canal:CanalDecoder",
     "oms-dataworks": "cdc_ingest.formats.oms_dataworks:OmsDataWorksDecoder",
     "oms-shareplex": "cdc_ingest.formats.oms_shareplex:OmsSharePlexDecoder",
+    "datahub-tuple": "cdc_ingest.formats.datahub_tuple:DataHubTupleDecoder",
+    "aerospike": "cdc_ingest.formats.aerospike:AerospikeDecoder",
 }
 
 
@@ -31,8 +33,12 @@ def format_names() -> tuple[str, ...]:
     return tuple(FORMATS)
 
 
-def load_decoder(name: str) -> Decoder:
+def load_decoder(name: str, options: dict[str, Any] | None = None) -> Decoder:
     """An instance of the decoder registered under ``name``.
+
+    Args:
+        name: a registered format.
+        options: the pipeline's format options, as :mod:`cdc_ingest.formats.options` parsed them.
 
     Raises:
         KeyError: for an unregistered name, listing the registered ones.
@@ -49,5 +55,5 @@ def load_decoder(name: str) -> Decoder:
             f"format {name!r} needs pyspark: install the package with its dependencies "
             f"(pip install cdc-ingest) ({exc})"
         ) from exc
-    decoder: Decoder = getattr(module, class_name)()
+    decoder: Decoder = getattr(module, class_name)(options or {})
     return decoder

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -91,6 +91,13 @@ class Decoder(ABC):
     #: JSON paths of the row image inside a message, tried in order, for inferring column types
     #: from sample messages when the message declares none.
     image_json_paths: ClassVar[tuple[str, ...]] = ()
+    #: Whether a delete may name no table (an Aerospike delete carries no set): such a delete
+    #: (``src_table`` null) then applies to every table of the namespace keyed like it.
+    deletes_without_table: ClassVar[bool] = False
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        """Keep the pipeline's format options (see :mod:`cdc_ingest.formats.options`)."""
+        self.options: dict[str, Any] = dict(options or {})
 
     @abstractmethod
     def decode(self, records: DataFrame) -> DataFrame:

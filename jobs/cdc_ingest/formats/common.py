@@ -32,8 +32,9 @@ def parse_error(value: Column, fmt: str, expected: str) -> Column:
         )
         .otherwise(F.lit("line is not valid JSON"))
     )
+    article = "an" if fmt[0] in "aeiou" else "a"
     return F.when(F.get_json_object(value, "$").isNull(), not_json).otherwise(
-        F.lit(f"not a {fmt} message: expected {expected}")
+        F.lit(f"not {article} {fmt} message: expected {expected}")
     )
 
 
