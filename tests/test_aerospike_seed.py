@@ -34,7 +34,7 @@ def delete(digest: str, gen: int, lut: int) -> dict:
 
 @pytest.mark.skipif(not SEEDS.is_dir(), reason="shared/seeds not beside the repository")
 def test_fixtures_are_the_seed_samples_verbatim() -> None:
-    assert [KEY, WRITE, DELETE] == decoded_objects(AEROSPIKE_SEED)
+    assert decoded_objects(AEROSPIKE_SEED) == [KEY, WRITE, DELETE]
 
 
 def test_write_then_delete_without_set_removes_the_record(lake):
