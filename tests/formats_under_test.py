@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -195,6 +196,34 @@ def oms_shareplex(op: str, before: dict | None, after: dict | None, ts: int, off
     return {"data": after if op == "c" else before, "meta": meta}
 
 
+def datahub_tuple(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    def record(row: dict | None, operation: str, images: tuple[str, str]) -> dict:
+        return {
+            **(row or {}),
+            "_sequence_id_": str(ts * 1000),
+            "_operation_type_": operation,
+            "_excute_time_": ts,
+            "_source_table_": TABLE,
+            "_before_image_": images[0],
+            "_after_image_": images[1],
+        }
+
+    if op == "u":  # an update is two records: the before image, then the after image
+        return [record(before, "U", ("Y", "N")), record(after, "U", ("N", "Y"))]
+    if op == "c":
+        return record(after, "I", ("N", "Y"))
+    return record(before, "D", ("Y", "N"))
+
+
+def aerospike(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    row = after or before or {}
+    digest = base64.b64encode(f"digest-{row[KEY]}".encode()).decode()
+    meta = {"namespace": "bank", "digest": digest, "gen": offset, "lut": ts}
+    if op == "d":  # as in seed 004: a delete carries no set and no bins
+        return {"metadata": {"msg": "delete", **meta, "durable": False}}
+    return {"metadata": {"msg": "write", "set": TABLE, "userKey": row[KEY], **meta}, **row}
+
+
 FORMATS: dict[str, dict[str, Any]] = {
     "lindorm": {"build": lindorm, "options": {"keys": {TABLE: [KEY]}}},
     "debezium-json": {"build": debezium, "options": {"keys": {TABLE: [KEY]}}},
@@ -205,6 +234,8 @@ FORMATS: dict[str, dict[str, Any]] = {
     "canal-json": {"build": canal, "options": {}},
     "oms-dataworks": {"build": oms_dataworks, "options": {}},
     "oms-shareplex": {"build": oms_shareplex, "options": {"keys": {TABLE: [KEY]}}},
+    "datahub-tuple": {"build": datahub_tuple, "options": {"keys": {TABLE: [KEY]}}},
+    "aerospike": {"build": aerospike, "options": {}},
 }
 
 
@@ -216,8 +247,12 @@ class Changes:
         self.offset = 0
 
     def _next(self, op: str, before: dict | None, after: dict | None, ts: int) -> str:
+        """One change as landed text: one line, or several for formats that split a change."""
         self.offset += 1
-        return json.dumps(self.build(op, before, after, ts, self.offset))
+        message = self.build(op, before, after, ts, self.offset)
+        if isinstance(message, list):
+            return "\n".join(json.dumps(m) for m in message)
+        return json.dumps(message)
 
     def insert(self, row: dict, ts: int) -> str:
         return self._next("c", None, row, ts)

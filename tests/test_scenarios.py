@@ -135,7 +135,8 @@ def test_a_value_that_does_not_fit_its_column_is_dead_lettered(pipe, fmt):
     pipe.run("accounts")
     pipe.land("accounts", "002.json", [c.update(ALICE, {**ALICE, "balance": "lots"}, 2000)])
     s = pipe.run("accounts")
-    assert (s.messages, s.dead_lettered) == (0, 1)
+    # A DataHub Tuple update is two records; its before image changes no row.
+    assert (s.messages - s.no_row_change, s.dead_lettered) == (0, 1)
     [letter] = pipe.dead_letters()
     assert letter["reason"] == "column 'balance': value 'lots' is not a valid bigint"
     assert rows(pipe) == [ALICE]
