@@ -100,6 +100,10 @@ def session_conf() -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": os.environ.get("CDC_INGEST_SHUFFLE_PARTITIONS", "8"),
         "spark.sql.adaptive.enabled": "true",
+        # Decoders project dozens of aliased expressions; inferring constraints over them grows
+        # combinatorially and can keep the optimizer busy for minutes on one query. The job
+        # filters nothing that constraint propagation would prune.
+        "spark.sql.constraintPropagation.enabled": "false",
         # The batch is cached once and read a few times: compressing its columns costs more CPU
         # than the decode it saves.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
