@@ -23,6 +23,7 @@ FORMATS: dict[str, str] = {
     "canal-json": "cdc_ingest.formats.canal:CanalDecoder",
     "oms-dataworks": "cdc_ingest.formats.oms_dataworks:OmsDataWorksDecoder",
     "oms-shareplex": "cdc_ingest.formats.oms_shareplex:OmsSharePlexDecoder",
+    "datahub-blob": "cdc_ingest.formats.datahub_blob:DataHubBlobDecoder",
 }
 
 
