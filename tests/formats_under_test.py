@@ -195,6 +195,35 @@ def oms_shareplex(op: str, before: dict | None, after: dict | None, ts: int, off
     return {"data": after if op == "c" else before, "meta": meta}
 
 
+DATAHUB_TYPES = {"id": "LONG", "owner": "STRING", "balance": "LONG"}
+DATAHUB_OPS = {"c": "INSERT", "u": "UPDATE_AFTER", "d": "DELETE"}
+
+
+def datahub_blob(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    """A DataHub Blob message; an update is one UPDATE_AFTER carrying both images.
+
+    DataHub sends an update as two messages (UPDATE_BEFOR, then UPDATE_AFTER); the builders make
+    one line per change, and the before image changes no row anyway. The pair is covered by
+    test_datahub_blob_seed.py.
+    """
+    return {
+        "schema": {
+            "dataColumn": [{"name": n, "type": t} for n, t in DATAHUB_TYPES.items()],
+            "primaryKey": [KEY],
+            "source": {"dbName": "bank", "dbType": "MySQL", "tableName": TABLE},
+        },
+        "payload": {
+            "op": DATAHUB_OPS[op],
+            "before": {"dataColumn": before} if before is not None else None,
+            "after": {"dataColumn": after} if after is not None else None,
+            # Like the seed's sequenceIds: the source time in ms, then a six-digit counter.
+            "sequenceId": f"{ts}{offset:06d}",
+            "timestamp": {"eventTime": ts, "systemTime": ts + 5, "checkpointTime": ts},
+        },
+        "version": "0.0.1",
+    }
+
+
 FORMATS: dict[str, dict[str, Any]] = {
     "lindorm": {"build": lindorm, "options": {"keys": {TABLE: [KEY]}}},
     "debezium-json": {"build": debezium, "options": {"keys": {TABLE: [KEY]}}},
@@ -205,6 +234,7 @@ FORMATS: dict[str, dict[str, Any]] = {
     "canal-json": {"build": canal, "options": {}},
     "oms-dataworks": {"build": oms_dataworks, "options": {}},
     "oms-shareplex": {"build": oms_shareplex, "options": {"keys": {TABLE: [KEY]}}},
+    "datahub-blob": {"build": datahub_blob, "options": {}},
 }
 
 
