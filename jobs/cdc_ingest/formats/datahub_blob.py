@@ -122,7 +122,9 @@ class DataHubBlobDecoder(Decoder):
         after = payload.getField("after").getField("dataColumn")
         image = mark_inexact_numbers(F.when(kind == DELETE, before).otherwise(after), text)
         table = source.getItem("tableName")
-        event_ms = payload.getField("timestamp").getItem("eventTime").cast("bigint")
+        event_time = payload.getField("timestamp").getItem("eventTime").cast("bigint")
+        # Full-sync rows carry eventTime -1 (Paimon's aliyun data): no source time, so no freshness.
+        event_ms = F.when(event_time > 0, event_time)
         # ``ddl`` is read as text (an object, null, or Paimon's ``true``); only its text is used.
         ddl = F.get_json_object(payload.getField("ddl"), "$.text")
         error = (
