@@ -224,6 +224,37 @@ def aerospike(op: str, before: dict | None, after: dict | None, ts: int, offset:
     return {"metadata": {"msg": "write", "set": TABLE, "userKey": row[KEY], **meta}, **row}
 
 
+DATAHUB_TYPES = {"id": "LONG", "owner": "STRING", "balance": "LONG"}
+DATAHUB_OPS = {"c": "INSERT", "u": "UPDATE_AFTER", "d": "DELETE"}
+
+
+def datahub_blob(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    """A DataHub Blob message; an update is two: UPDATE_BEFOR, then UPDATE_AFTER."""
+    if op == "u":
+        both = datahub_blob("c", before, after, ts, offset)
+        payload = both["payload"]
+        return [
+            {**both, "payload": {**payload, "op": "UPDATE_BEFOR", "after": None}},
+            {**both, "payload": {**payload, "op": "UPDATE_AFTER", "before": None}},
+        ]
+    return {
+        "schema": {
+            "dataColumn": [{"name": n, "type": t} for n, t in DATAHUB_TYPES.items()],
+            "primaryKey": [KEY],
+            "source": {"dbName": "bank", "dbType": "MySQL", "tableName": TABLE},
+        },
+        "payload": {
+            "op": DATAHUB_OPS[op],
+            "before": {"dataColumn": before} if before is not None else None,
+            "after": {"dataColumn": after} if after is not None else None,
+            # Like the seed's sequenceIds: the source time in ms, then a six-digit counter.
+            "sequenceId": f"{ts}{offset:06d}",
+            "timestamp": {"eventTime": ts, "systemTime": ts + 5, "checkpointTime": ts},
+        },
+        "version": "0.0.1",
+    }
+
+
 FORMATS: dict[str, dict[str, Any]] = {
     "lindorm": {"build": lindorm, "options": {"keys": {TABLE: [KEY]}}},
     "debezium-json": {"build": debezium, "options": {"keys": {TABLE: [KEY]}}},
@@ -236,6 +267,7 @@ FORMATS: dict[str, dict[str, Any]] = {
     "oms-shareplex": {"build": oms_shareplex, "options": {"keys": {TABLE: [KEY]}}},
     "datahub-tuple": {"build": datahub_tuple, "options": {"keys": {TABLE: [KEY]}}},
     "aerospike": {"build": aerospike, "options": {}},
+    "datahub-blob": {"build": datahub_blob, "options": {}},
 }
 
 

@@ -61,3 +61,22 @@ def fenced_samples(name: str, strip_comments: bool = False) -> list[str]:
             lines = [re.sub(r"\s*//.*$", "", line) for line in lines]
         samples.append("".join(line.strip() for line in lines))
     return samples
+
+
+DATAHUB_SEED = "002_d284069e5de46625.txt"
+
+
+def json_object_samples(name: str) -> list[Any]:
+    """The complete JSON objects of a seed whose samples are not fenced, in document order.
+
+    Seed 002 opens with an outline (``"schema": { ... }``) laid out like a sample; blocks that do
+    not parse as JSON are such outlines and are skipped.
+    """
+    text = (SEEDS / name).read_text(encoding="utf-8")
+    samples = []
+    for block in re.finditer(r"^\{\n.*?^\}$", text, re.S | re.M):
+        try:
+            samples.append(json.loads(block.group(0)))
+        except ValueError:
+            continue
+    return samples

@@ -30,7 +30,7 @@ def test_bad_config_exits_non_zero_with_one_clear_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"cdc-ingest: error: {config}: pipeline 'p': unknown format 'nosuch' "
         "(known: lindorm, arcion, debezium-json, oms-default, oms-default-extend, oms-canal, "
-        "canal-json, oms-dataworks, oms-shareplex)"
+        "canal-json, oms-dataworks, oms-shareplex, datahub-tuple, datahub-blob, aerospike)"
     ]
 
 
@@ -88,3 +88,29 @@ def test_killed_between_table_commit_and_checkpoint_commit_rerun_is_exact(lake):
     committed = lake.table("_cdc_checkpoints").where("status = 'committed'").count()
     assert committed == 2
     assert lake.run("accounts").batch_id is None
+
+
+def test_append_only_table_killed_before_checkpoint_is_appended_once(lake):
+    """A keyless table cannot rely on keys to re-apply safely: the rerun finds its snapshot."""
+    row = {"id": 1, "note": "first"}
+    message = {
+        "schema": {
+            "dataColumn": [{"name": "id", "type": "LONG"}, {"name": "note", "type": "STRING"}],
+            "source": {"dbName": "logs", "tableName": "events"},
+        },
+        "payload": {
+            "op": "INSERT",
+            "after": {"dataColumn": row},
+            "sequenceId": "1",
+            "timestamp": {"eventTime": 1605339932000},
+        },
+    }
+    lake.add_pipeline("events", "datahub-blob")
+    lake.land("events", "001.json", [message])
+    config = ("--config", str(lake.config_path), "--pipeline", "events")
+    killed = cli("run", *config, env={"CDC_INGEST_FAIL_AT": "after_tables"})
+    assert killed.returncode == 99, killed.stderr[-2000:]
+    rerun = cli("run", *config)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "batch 1 (resumed)" in rerun.stdout
+    assert lake.rows("events") == [row]

@@ -109,17 +109,21 @@ def resolve_changes(
     pipeline: PipelineConfig,
     batch_id: int,
     deletes_without_table: bool = False,
+    keyless_append_only: bool = False,
 ) -> DataFrame:
     """Add target table, key columns, key text and full order; fold every error into ``error``.
 
     With ``deletes_without_table``, a delete that names no table gets a null target: the job
-    applies it to every table of the namespace keyed like it.
+    applies it to every table of the namespace keyed like it. With ``keyless_append_only``, a
+    change whose table has no known key gets an empty key (an append-only table) instead of an
+    error.
     """
     # Keys and raw key values each get a projection of their own: every later use then reads a
     # column instead of re-evaluating the lookup inside the (interpreted) lambda functions.
-    keyed = decoded.withColumn(
-        "_cdc_keys", F.coalesce(configured_keys(pipeline), F.col("key_names"))
-    ).withColumn(
+    known = F.coalesce(configured_keys(pipeline), F.col("key_names"))
+    if keyless_append_only:
+        known = F.coalesce(known, F.array().cast("array<string>"))
+    keyed = decoded.withColumn("_cdc_keys", known).withColumn(
         "_raw_key",
         F.transform(
             "_cdc_keys",
@@ -131,8 +135,9 @@ def resolve_changes(
         keys, lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)).isNull()
     )
     is_change = F.col("kind").isin(UPSERT, DELETE)
+    no_keys = keys.isNull() | (F.size(keys) == 0)
     key_error = F.when(
-        is_change & (keys.isNull() | (F.size(keys) == 0)),
+        is_change & no_keys & F.lit(not keyless_append_only),
         F.concat(
             F.lit("no key columns known for source table "),
             source_name(),

@@ -13,6 +13,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from cdc_ingest.append_only import apply_append_only
 from cdc_ingest.apply import apply_table
 from cdc_ingest.changes import DUPLICATE, mark_applied_offsets, resolve_changes
 from cdc_ingest.checkpoint_store import CheckpointStore
@@ -78,7 +79,11 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
             if pipeline.envelope == "kafka":
                 records = mark_applied_offsets(records, spark, state.offset_ranges)
             resolved = resolve_changes(
-                decoder.decode(records), pipeline, plan.batch_id, decoder.deletes_without_table
+                decoder.decode(records),
+                pipeline,
+                plan.batch_id,
+                decoder.deletes_without_table,
+                decoder.keyless_tables_append_only,
             )
             cached = _batch(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
             batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
@@ -297,9 +302,15 @@ def _apply_all(
         mine = changes
         if name in fan_out:
             mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(name)))
-        table_summary, bad = apply_table(
-            spark, mine, target, batch.batch_id, inventory.rows[name], created
-        )
+        if target.keys:
+            table_summary, bad = apply_table(
+                spark, mine, target, batch.batch_id, inventory.rows[name], created
+            )
+        else:
+            table_summary, bad = apply_append_only(
+                spark, mine, target, batch.batch_id, inventory.rows[name]
+            )
+            table_summary.append_only = True
         table_summary.created = created
         summary.tables[name] = table_summary
         summary.messages -= table_summary.dead_lettered

@@ -16,7 +16,8 @@ class TableSummary:
     """Changes to one mirrored table in one batch.
 
     ``messages`` = inserted + updated + deleted + deleted_absent + superseded + older
-    (+ dead_lettered, which are counted apart from messages in the run totals).
+    + append_only_deletes (+ dead_lettered, which are counted apart from messages in the run
+    totals).
     """
 
     table: str
@@ -29,6 +30,9 @@ class TableSummary:
     older: int = 0  # older than what the table (or a tombstone) already holds
     dead_lettered: int = 0
     created: bool = False
+    # A table without a key keeps every row image it receives; its deletes are skipped.
+    append_only: bool = False
+    append_only_deletes: int = 0
 
 
 @dataclass
@@ -98,6 +102,13 @@ class RunSummary:
             )
         for name in sorted(self.tables):
             t = self.tables[name]
+            if t.append_only:
+                lines.append(
+                    f"  {name}{' (created)' if t.created else ''} (append-only: no key): "
+                    f"{t.messages} messages -> appended {t.inserted}; deletes skipped "
+                    f"{t.append_only_deletes}; dead-lettered {t.dead_lettered}"
+                )
+                continue
             lines.append(
                 f"  {name}{' (created)' if t.created else ''}: {t.messages} messages -> "
                 f"inserted {t.inserted}, updated {t.updated}, deleted {t.deleted}; "

@@ -127,7 +127,9 @@ def create_target(
         if exc.getErrorClass() == "TABLE_OR_VIEW_ALREADY_EXISTS":
             return False
         raise
-    spark.sql(f"ALTER TABLE {identifier} SET IDENTIFIER FIELDS {', '.join(quote(k) for k in keys)}")
+    if keys:  # a table without a key is append-only: no identifier fields
+        keys_sql = ", ".join(quote(k) for k in keys)
+        spark.sql(f"ALTER TABLE {identifier} SET IDENTIFIER FIELDS {keys_sql}")
     return True
 
 

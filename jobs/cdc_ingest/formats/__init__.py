@@ -24,6 +24,7 @@ FORMATS: dict[str, str] = {
     "oms-dataworks": "cdc_ingest.formats.oms_dataworks:OmsDataWorksDecoder",
     "oms-shareplex": "cdc_ingest.formats.oms_shareplex:OmsSharePlexDecoder",
     "datahub-tuple": "cdc_ingest.formats.datahub_tuple:DataHubTupleDecoder",
+    "datahub-blob": "cdc_ingest.formats.datahub_blob:DataHubBlobDecoder",
     "aerospike": "cdc_ingest.formats.aerospike:AerospikeDecoder",
 }
 

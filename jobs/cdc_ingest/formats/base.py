@@ -94,6 +94,9 @@ class Decoder(ABC):
     #: Whether a delete may name no table (an Aerospike delete carries no set): such a delete
     #: (``src_table`` null) then applies to every table of the namespace keyed like it.
     deletes_without_table: ClassVar[bool] = False
+    #: Whether a table whose messages name no key (and whose key the pipeline does not configure)
+    #: is kept append-only instead of dead-lettering its changes.
+    keyless_tables_append_only: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         """Keep the pipeline's format options (see :mod:`cdc_ingest.formats.options`)."""

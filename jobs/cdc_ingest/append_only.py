@@ -1,0 +1,81 @@
+"""Tables without a key: every row image is appended, nothing is matched, updated or deleted.
+
+DataHub shards a table without a primary key by table name and its messages name no key: such a
+table cannot be mirrored row for row, so (unless the pipeline's ``keys`` names a key) it is kept
+as an append-only log of row images. Deletes are counted and skipped, never guessed at.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from cdc_ingest.apply import TargetTable, typed_changes
+from cdc_ingest.formats.base import DELETE, UPSERT
+from cdc_ingest.summary import TableSummary
+from cdc_ingest.tables import ORDER_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+BATCH_PROPERTY = "cdc.batch-id"
+
+
+def _already_appended(spark: SparkSession, target: TargetTable, batch_id: int) -> bool:
+    """Whether a snapshot of this batch is in the table (a run that died before its checkpoint).
+
+    Keyed tables are safe to re-apply by construction; appends are not, so a rerun looks for
+    its own snapshot first.
+    """
+    snapshots = spark.table(f"{target.identifier}.snapshots")
+    mine = F.col("summary").getItem(BATCH_PROPERTY) == str(batch_id)
+    return bool(snapshots.where(mine).limit(1).count())
+
+
+def apply_append_only(
+    spark: SparkSession, changes: DataFrame, target: TargetTable, batch_id: int, rows: int
+) -> tuple[TableSummary, DataFrame]:
+    """Append this keyless table's row images; returns its summary and its typing errors.
+
+    Args:
+        spark: the session.
+        changes: the batch's changes (cached), every table's.
+        target: the table (``keys`` empty).
+        batch_id: the batch.
+        rows: how many of ``changes`` are aimed at this table.
+    """
+    typed = typed_changes(changes, target, batch_id).localCheckpoint(eager=True)
+    counts = {
+        (r["_cdc_kind"], r["ok"]): r["n"]
+        for r in typed.groupBy("_cdc_kind", F.col("_type_error").isNull().alias("ok"))
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    }
+    appended, skipped = counts.get((UPSERT, True), 0), counts.get((DELETE, True), 0)
+    summary = TableSummary(
+        table=target.name,
+        messages=appended + skipped,
+        inserted=appended,
+        append_only_deletes=skipped,
+        dead_lettered=rows - appended - skipped,
+    )
+    if appended and not _already_appended(spark, target, batch_id):
+        columns = [*target.columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
+        good = typed.where(F.col("_type_error").isNull() & (F.col("_cdc_kind") == UPSERT))
+        (
+            good.orderBy(ORDER_COLUMN)
+            .select(*columns)
+            .writeTo(target.identifier)
+            .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
+            .append()
+        )
+    bad = typed.where(F.col("_type_error").isNotNull()).select(
+        "_cdc_file_idx",
+        "_cdc_line",
+        "row_in_message",
+        F.col("_type_error").alias("reason"),
+        F.col("_cdc_source").alias("source_table"),
+        F.lit(target.name).alias("target_table"),
+    )
+    return summary, bad
