@@ -390,8 +390,10 @@ def main(argv: list[str] | None = None) -> int:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         return 1
-    print(f"summary adds up: {summary.lines:,} lines = {summary.messages:,} messages + "
-          f"{summary.dead_lettered} dead-lettered; bench.customers holds {rows:,} rows")
+    print(
+        f"summary adds up: {summary.lines:,} lines = {summary.messages:,} messages + "
+        f"{summary.dead_lettered} dead-lettered; bench.customers holds {rows:,} rows"
+    )
     return 0
 
 

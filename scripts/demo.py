@@ -80,6 +80,23 @@ PIPELINES = [
         "keys": {"mock_table": ["col14", "col6"]},
         "files": [f"oms-shareplex/{n}.jsonl" for n in ("insert", "update")],
     },
+    # DataHub Tuple: the seed's INSERT and UPDATE pair (lines 1-3; line 4 would delete the row).
+    {
+        "name": "datahub_tuple",
+        "format": "datahub-tuple",
+        "keys": {"t_shiyu_pk": ["id", "name"]},
+        "columns": {"id": "BIGINT", "name": "STRING", "comment": "STRING"},
+        "files": ["datahub-tuple/insert-update-delete.jsonl#1-3"],
+    },
+    {
+        "name": "datahub_blob",
+        "format": "datahub-blob",
+        "files": [
+            f"datahub-blob/{n}.jsonl"
+            for n in ("insert", "update-before", "update-after", "heartbeat", "alter")
+        ],
+    },
+    {"name": "aerospike", "format": "aerospike", "files": ["aerospike/write.jsonl"]},
 ]
 
 
@@ -90,8 +107,13 @@ def main() -> int:
     for spec in PIPELINES:
         landing = DEMO / "landing" / spec["name"]
         landing.mkdir(parents=True)
-        for i, name in enumerate(spec["files"], start=1):
-            shutil.copy(FIXTURES / name, landing / f"{i:04d}-{Path(name).stem}.jsonl")
+        for i, entry in enumerate(spec["files"], start=1):
+            # "file#2-3" lands lines 2 to 3 of a fixture only.
+            name, _, span = entry.partition("#")
+            lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines(keepends=True)
+            first, _, last = span.partition("-")
+            chosen = lines[int(first) - 1 : int(last)] if span else lines
+            (landing / f"{i:04d}-{Path(name).stem}.jsonl").write_text("".join(chosen))
         entry = {k: v for k, v in spec.items() if k != "files"}
         entry.update(
             landing=landing.as_uri(), namespace="ods_" + spec["name"], schedule="*/5 * * * *"
@@ -129,8 +151,7 @@ def main() -> int:
         summary = [
             ln
             for ln in done.stdout.splitlines() + done.stderr.splitlines()
-            if "pipeline " in ln
-            or any(mark in ln for mark in SUMMARY_MARKS)
+            if "pipeline " in ln or any(mark in ln for mark in SUMMARY_MARKS)
         ]
         print("\n".join(summary[-12:]))
         if done.returncode != 0:
