@@ -20,21 +20,28 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 BATCH_PROPERTY = "cdc.batch-id"
+# A batch appends to a table once per segment (the changes between two DDL statements).
+PART_PROPERTY = "cdc.batch-part"
 
 
-def _already_appended(spark: SparkSession, target: TargetTable, batch_id: int) -> bool:
+def _already_appended(spark: SparkSession, target: TargetTable, part: str) -> bool:
     """Whether a snapshot of this batch is in the table (a run that died before its checkpoint).
 
     Keyed tables are safe to re-apply by construction; appends are not, so a rerun looks for
     its own snapshot first.
     """
     snapshots = spark.table(f"{target.identifier}.snapshots")
-    mine = F.col("summary").getItem(BATCH_PROPERTY) == str(batch_id)
+    mine = F.col("summary").getItem(PART_PROPERTY) == part
     return bool(snapshots.where(mine).limit(1).count())
 
 
 def apply_append_only(
-    spark: SparkSession, changes: DataFrame, target: TargetTable, batch_id: int, rows: int
+    spark: SparkSession,
+    changes: DataFrame,
+    target: TargetTable,
+    batch_id: int,
+    rows: int,
+    segment: int = 0,
 ) -> tuple[TableSummary, DataFrame]:
     """Append this keyless table's row images; returns its summary and its typing errors.
 
@@ -44,6 +51,7 @@ def apply_append_only(
         target: the table (``keys`` empty).
         batch_id: the batch.
         rows: how many of ``changes`` are aimed at this table.
+        segment: which of the batch's segments of this table (see ``evolving_apply``).
     """
     typed = typed_changes(changes, target, batch_id).localCheckpoint(eager=True)
     counts = {
@@ -60,7 +68,8 @@ def apply_append_only(
         append_only_deletes=skipped,
         dead_lettered=rows - appended - skipped,
     )
-    if appended and not _already_appended(spark, target, batch_id):
+    part = f"{batch_id}:{segment}"
+    if appended and not _already_appended(spark, target, part):
         columns = [*target.columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
         good = typed.where(F.col("_type_error").isNull() & (F.col("_cdc_kind") == UPSERT))
         (
@@ -68,6 +77,7 @@ def apply_append_only(
             .select(*columns)
             .writeTo(target.identifier)
             .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
+            .option(f"snapshot-property.{PART_PROPERTY}", part)
             .append()
         )
     bad = typed.where(F.col("_type_error").isNotNull()).select(

@@ -48,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from cdc_ingest.job import run_pipeline
     from cdc_ingest.landing import list_landed
+    from cdc_ingest.schema_evolution import SchemaChangeRefused
     from cdc_ingest.spark_session import EnvironmentProblem, build_session
 
     try:
@@ -57,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary = run_pipeline(spark, config, pipeline.name)
     except (LandingError, EnvironmentProblem) as exc:
         return _fail(f"pipeline {pipeline.name}: {exc}")
+    except SchemaChangeRefused as exc:
+        return _fail(str(exc))
     print(summary.render(), flush=True)
     return EXIT_OK
 

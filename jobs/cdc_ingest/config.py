@@ -27,7 +27,9 @@ PIPELINE_KEYS = (
     "keys",
     "schedule",
     "retries",
+    "schema_changes",
 )
+SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 
 
 class ConfigError(ValueError):
@@ -83,6 +85,7 @@ class PipelineConfig:
     schedule: str | None = None
     retries: int = 2
     options: dict[str, Any] = field(default_factory=dict)
+    schema_changes: str = "evolve"
 
     def keys_for(self, db: str | None, schema: str | None, table: str | None) -> tuple[str, ...]:
         """Configured key columns for a source table, most qualified name first."""
@@ -173,6 +176,12 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         raise ConfigError(f"{where}: retries must be a non-negative integer")
     schedule = raw.get("schedule")
     options = _parse_options(raw, fmt, where)
+    schema_changes = str(raw.get("schema_changes", "evolve"))
+    if schema_changes not in SCHEMA_CHANGE_POLICIES:
+        raise ConfigError(
+            f"{where}: schema_changes {schema_changes!r} must be one of "
+            f"{', '.join(SCHEMA_CHANGE_POLICIES)}"
+        )
     return PipelineConfig(
         name=name,
         format=fmt,
@@ -184,6 +193,7 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         schedule=None if schedule in (None, "", "none", "None") else str(schedule),
         retries=retries,
         options=options,
+        schema_changes=schema_changes,
     )
 
 

@@ -1,13 +1,14 @@
 """The ``_cdc_ddl_history`` table: every DDL record a pipeline has seen, in stream order.
 
-Until schema evolution applies statements, DDL records are recognised, kept here with where they
-came from, and change no row; they are not dead letters.
+Each record is kept with where it came from and what became of it (``status``: applied,
+no_change, rejected, ignored, failed; ``detail`` says what was done or why not). DDL records
+change no row and are never dead letters.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 RECORDED = "recorded"
-NOT_APPLIED = "schema changes are not applied yet: recorded only"
+NOT_APPLIED = "recorded only"
 
 
 def record_ddl(
@@ -29,6 +30,7 @@ def record_ddl(
     batch_id: int,
     records: DataFrame,
     files: list[str],
+    events: list[Any] | None = None,
 ) -> None:
     """Append the batch's DDL records, once: a resumed batch that already wrote them skips."""
     table = qualified(catalog, namespace, DDL_HISTORY)
@@ -41,10 +43,15 @@ def record_ddl(
     if already:
         return
     names = spark.createDataFrame(list(enumerate(files)), "_cdc_file_idx int, file string")
+    outcomes = spark.createDataFrame(
+        [(e.file_idx, e.line, e.row, e.status or None, e.detail or None) for e in events or []],
+        "_cdc_file_idx int, _cdc_line bigint, row_in_message int, _status string, _detail string",
+    )
     source = F.col("_cdc_source")
     rows = (
         records.where(F.col("_cdc_error").isNull() & (F.col("_cdc_kind") == DDL))
         .join(F.broadcast(names), "_cdc_file_idx")
+        .join(F.broadcast(outcomes), ["_cdc_file_idx", "_cdc_line", "row_in_message"], "left")
         .select(
             F.lit(pipeline).alias("pipeline"),
             F.lit(batch_id).cast("bigint").alias("batch_id"),
@@ -56,8 +63,8 @@ def record_ddl(
             F.col("ddl").alias("statement"),
             F.timestamp_millis(F.col("event_ms")).alias("event_time"),
             F.col("_cdc_order").alias("_cdc_order"),
-            F.lit(RECORDED).alias("status"),
-            F.lit(NOT_APPLIED).alias("detail"),
+            F.coalesce("_status", F.lit(RECORDED)).alias("status"),
+            F.coalesce("_detail", F.lit(NOT_APPLIED)).alias("detail"),
             F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp").alias("recorded_at"),
         )
     )

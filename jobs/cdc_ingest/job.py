@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
@@ -18,13 +16,23 @@ from cdc_ingest.apply import apply_table
 from cdc_ingest.changes import DUPLICATE, mark_applied_offsets, resolve_changes
 from cdc_ingest.checkpoint_store import CheckpointStore
 from cdc_ingest.ddl_history import record_ddl
+from cdc_ingest.dead_letters import write_dead_letters
+from cdc_ingest.evolving_apply import TableContext, apply_with_ddl
 from cdc_ingest.formats import load_decoder
 from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder
 from cdc_ingest.landing import list_landed
 from cdc_ingest.reader import read_lines, to_records
+from cdc_ingest.schema_evolution import (
+    EVOLVE,
+    DdlEvent,
+    SchemaChangeRefused,
+    check_policy,
+    collect_ddl,
+    ignored_rows,
+)
 from cdc_ingest.spark_session import configure_catalog
-from cdc_ingest.summary import RunSummary
-from cdc_ingest.tables import DEAD_LETTERS, ensure_system_tables, qualified
+from cdc_ingest.summary import RunSummary, TableSummary
+from cdc_ingest.tables import ensure_system_tables, qualified
 from cdc_ingest.target_schema import TargetInventory, image_sample, prepare_target, table_keys
 
 if TYPE_CHECKING:
@@ -32,7 +40,6 @@ if TYPE_CHECKING:
 
     from cdc_ingest.config import Config
 
-DEAD_LETTER_SAMPLES = 20
 # Fault injection for the crash-safety tests: the named step exits the process abruptly.
 FAIL_AT_ENV = "CDC_INGEST_FAIL_AT"
 
@@ -91,14 +98,47 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
             if planned is not None:
                 planned.result()
             _maybe_die("after_plan")
-            dead = _apply_all(spark, config, pipeline.name, decoder, batch, inventory, summary)
+            events = collect_ddl(cached) if summary.ddl_recorded else []
+            try:
+                check_policy(spark, catalog, pipeline, batch.existing, inventory.tables, events)
+            except SchemaChangeRefused:
+                record_ddl(
+                    spark,
+                    catalog,
+                    namespace,
+                    pipeline.name,
+                    plan.batch_id,
+                    cached,
+                    summary.files,
+                    events,
+                )
+                raise
+            dead = _apply_all(
+                spark, config, pipeline.name, decoder, batch, inventory, summary, events
+            )
             _maybe_die("after_tables")
-            _write_dead_letters(
-                spark, catalog, namespace, pipeline.name, batch, landed, dead, summary
+            write_dead_letters(
+                spark,
+                catalog,
+                namespace,
+                pipeline.name,
+                plan.batch_id,
+                cached,
+                landed,
+                dead,
+                summary,
             )
             if summary.ddl_recorded:
+                summary.add_ddl_outcomes(events)
                 record_ddl(
-                    spark, catalog, namespace, pipeline.name, plan.batch_id, cached, summary.files
+                    spark,
+                    catalog,
+                    namespace,
+                    pipeline.name,
+                    plan.batch_id,
+                    cached,
+                    summary.files,
+                    events,
                 )
             cached.unpersist()
     _maybe_die("before_checkpoint")
@@ -277,10 +317,11 @@ def _apply_all(
     batch: Batch,
     inventory: Inventory,
     summary: RunSummary,
+    events: list[DdlEvent],
 ) -> list[DataFrame]:
-    """Prepare every target table and apply its changes; returns the typing errors' frames."""
+    """Prepare every target table and apply its changes and statements; returns typing errors."""
     pipeline = config.pipeline(pipeline_name)
-    catalog, namespace = config.catalog.name, pipeline.namespace
+    evolve = pipeline.schema_changes == EVOLVE
     is_change = F.col("_cdc_error").isNull() & F.col("_cdc_kind").isin(UPSERT, DELETE)
     dead: list[DataFrame] = []
     changes = batch.cached.where(is_change)
@@ -288,111 +329,71 @@ def _apply_all(
     if inventory.tableless_deletes:
         fan_out = _fan_out_tableless_deletes(spark, batch, inventory)
         summary.deletes_without_table_tables = sorted(fan_out)
-    for name in sorted(inventory.tables):
-        target, created = prepare_target(
-            spark,
-            catalog,
-            namespace,
-            batch.existing,
-            inventory.tables[name],
-            decoder,
-            batch.cached,
-            batch.resolved,
-        )
-        mine = changes
-        if name in fan_out:
-            mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(name)))
-        if target.keys:
-            table_summary, bad = apply_table(
-                spark, mine, target, batch.batch_id, inventory.rows[name], created
-            )
+    by_table: dict[str, list[DdlEvent]] = {}
+    for event in events if evolve else []:
+        by_table.setdefault(event.target, []).append(event)
+    ctx = TableContext(
+        spark,
+        batch.catalog,
+        batch.namespace,
+        batch.existing,
+        decoder,
+        batch.cached,
+        batch.resolved,
+        batch.batch_id,
+    )
+    # Tables with statements first, in stream order: a renamed table must be renamed before the
+    # rows that already carry its new name are applied.
+    ordered = sorted(by_table, key=lambda n: by_table[n][0].position)
+    ordered += sorted(n for n in inventory.tables if n not in by_table)
+    for name in ordered:
+        base = inventory.tables.get(name) or TargetInventory(name)
+        if name in by_table:
+            table_summary, errors = apply_with_ddl(ctx, name, by_table[name], changes, base)
+            dead += errors
         else:
-            table_summary, bad = apply_append_only(
-                spark, mine, target, batch.batch_id, inventory.rows[name]
-            )
-            table_summary.append_only = True
-        table_summary.created = created
-        summary.tables[name] = table_summary
+            table_summary, bad = _apply_plain(ctx, name, base, inventory, changes, fan_out, evolve)
+            dead.append(bad)
+            if not evolve:
+                identifier = qualified(ctx.catalog, ctx.namespace, name)
+                summary.ignored_values += ignored_rows(spark, changes, name, identifier)
+        if table_summary.messages or table_summary.created or table_summary.dead_lettered:
+            summary.tables[name] = table_summary
         summary.messages -= table_summary.dead_lettered
         summary.dead_lettered += table_summary.dead_lettered
-        if table_summary.dead_lettered:
-            dead.append(bad)
     return dead
 
 
-def _write_dead_letters(
-    spark: SparkSession,
-    catalog: str,
-    namespace: str,
-    pipeline: str,
-    batch: Batch,
-    landed: DataFrame,
-    typing_errors: list[DataFrame],
-    summary: RunSummary,
-) -> None:
-    """Append the batch's dead letters, once: a resumed batch that already wrote them skips.
-
-    Decode errors come from the cached batch, which keeps their lines; lines with typing errors
-    are read again from ``landed`` (records before decoding), which costs no JSON parse.
-    """
-    if not summary.dead_lettered:
-        return
-    table = qualified(catalog, namespace, DEAD_LETTERS)
-    kafka = ("kafka_topic", "kafka_partition", "kafka_offset")
-    errors = batch.cached.where(F.col("_cdc_error").isNotNull()).select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "row_in_message",
-        F.col("_cdc_error").alias("reason"),
-        F.col("_cdc_source").alias("source_table"),
-        F.col("_cdc_target").alias("target_table"),
-        "raw",
-        *kafka,
+def _apply_plain(
+    ctx: TableContext,
+    name: str,
+    base: TargetInventory,
+    inventory: Inventory,
+    changes: DataFrame,
+    fan_out: set[str],
+    evolve: bool,
+) -> tuple[TableSummary, DataFrame]:
+    """One table without statements in the batch: one segment."""
+    target, created = prepare_target(
+        ctx.spark,
+        ctx.catalog,
+        ctx.namespace,
+        ctx.existing,
+        base,
+        ctx.decoder,
+        ctx.cached,
+        ctx.resolved,
+        evolve,
     )
-    if typing_errors:
-        typed = functools.reduce(DataFrame.unionByName, typing_errors)
-        lines = landed.select("_cdc_file_idx", "_cdc_line", "raw", *kafka)
-        errors = errors.unionByName(typed.join(lines, ["_cdc_file_idx", "_cdc_line"]))
-    files = spark.createDataFrame(list(enumerate(summary.files)), "_cdc_file_idx int, file string")
-    letters = (
-        errors.join(F.broadcast(files), "_cdc_file_idx")
-        .select(
-            F.lit(pipeline).alias("pipeline"),
-            F.lit(batch.batch_id).cast("bigint").alias("batch_id"),
-            "file",
-            F.col("_cdc_line").alias("line"),
-            F.col("row_in_message").alias("row"),
-            *kafka,
-            F.when(F.col("source_table") != "", F.col("source_table")).alias("source_table"),
-            F.when(F.col("target_table") != "", F.col("target_table")).alias("target_table"),
-            "reason",
-            "raw",
-            F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp").alias("recorded_at"),
-        )
-        .localCheckpoint(eager=True)
-    )
-    samples = (
-        letters.orderBy("file", "line", "row")
-        .select("file", "line", "row", "reason")
-        .limit(DEAD_LETTER_SAMPLES)
-    )
-    summary.dead_letter_samples = [
-        f"{r['file']}:{r['line']}{f' row {r[2]}' if r[2] else ''}: {r['reason']}"
-        for r in samples.collect()
-    ]
-    # Only a resumed batch can find its own dead letters already written.
-    if summary.resumed:
-        already = (
-            spark.table(table)
-            .where((F.col("pipeline") == pipeline) & (F.col("batch_id") == batch.batch_id))
-            .limit(1)
-            .count()
-        )
-        if already:
-            return
-    (
-        letters.writeTo(table)
-        .option("snapshot-property.cdc.pipeline", pipeline)
-        .option("snapshot-property.cdc.batch-id", str(batch.batch_id))
-        .append()
-    )
+    ctx.existing.add(name)
+    mine = changes
+    if name in fan_out:
+        mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(name)))
+    rows = inventory.rows.get(name, 0)
+    if target.keys:
+        table_summary, bad = apply_table(ctx.spark, mine, target, ctx.batch_id, rows, created)
+    else:
+        table_summary, bad = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows)
+        table_summary.append_only = True
+    table_summary.created = created
+    return table_summary, bad

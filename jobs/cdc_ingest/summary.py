@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import Any
+
+DDL_SAMPLES = 20
 
 
 @dataclass
@@ -50,6 +53,10 @@ class RunSummary:
     dead_lettered: int = 0
     no_row_change: int = 0  # tombstones, heartbeats, transaction markers, DDL
     ddl_recorded: int = 0  # DDL records kept in _cdc_ddl_history
+    ddl_applied: int = 0  # of those, statements that changed a table
+    ddl_rejected: int = 0  # statements not applied: unreadable, or narrowing a type
+    ddl_outcomes: list[str] = field(default_factory=list)  # what became of each, in order
+    ignored_values: int = 0  # changes with columns their table lacks (schema_changes: ignore)
     # Newest source event time (epoch ms) among the batch's good records, heartbeats included:
     # how fresh the mirror is once this batch is applied.
     freshness_ms: int | None = None
@@ -59,6 +66,18 @@ class RunSummary:
     deletes_without_table_tables: list[str] = field(default_factory=list)
     tables: dict[str, TableSummary] = field(default_factory=dict)
     dead_letter_samples: list[str] = field(default_factory=list)
+
+    def add_ddl_outcomes(self, events: list[Any]) -> None:
+        """Count and describe what became of the batch's DDL records (``DdlEvent`` objects)."""
+        for event in events:
+            status = event.status or "recorded"
+            self.ddl_applied += status == "applied"
+            self.ddl_rejected += status == "rejected"
+            if len(self.ddl_outcomes) < DDL_SAMPLES:
+                statement = " ".join(event.statement.split())[:100]
+                self.ddl_outcomes.append(
+                    f"{event.target or '?'}: {statement} -> {status}: {event.detail}"
+                )
 
     def to_json(self) -> str:
         """The summary as one JSON object (stored with the batch's checkpoint)."""
@@ -91,8 +110,14 @@ class RunSummary:
             )
         if self.ddl_recorded:
             lines.append(
-                f"  {self.ddl_recorded} DDL records kept in _cdc_ddl_history "
-                "(recorded, not applied to tables)"
+                f"  {self.ddl_recorded} DDL records kept in _cdc_ddl_history: "
+                f"{self.ddl_applied} applied, {self.ddl_rejected} rejected"
+            )
+            lines += [f"    {outcome}" for outcome in self.ddl_outcomes]
+        if self.ignored_values:
+            lines.append(
+                f"  {self.ignored_values} changes carried columns their table lacks: those values "
+                "were not applied (schema_changes: ignore)"
             )
         if self.deletes_without_table:
             aimed = ", ".join(self.deletes_without_table_tables) or "none yet"

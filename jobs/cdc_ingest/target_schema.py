@@ -151,10 +151,12 @@ def prepare_target(
     decoder: Decoder,
     batch: DataFrame,
     records: DataFrame,
+    evolve: bool = True,
 ) -> tuple[TargetTable, bool]:
     """Create or extend the target table; returns it and whether it was created.
 
-    ``batch`` and ``records`` are as for ``infer_types``.
+    ``batch`` and ``records`` are as for ``infer_types``. Without ``evolve`` an existing table
+    keeps its columns: values of columns it lacks are not applied.
     """
     identifier = qualified(catalog, namespace, inventory.name)
     hints = [h for h in (decoder.type_hint(text) for text in inventory.hints) if h is not None]
@@ -174,7 +176,7 @@ def prepare_target(
         hinted = declared.get(name) or default
         same = hinted is not None and hinted.spark_type == stype
         types[name] = hinted if same and hinted else ColumnType(stype)
-    new = [c for c in columns if c not in existing]
+    new = [c for c in columns if c not in existing and (evolve or created)]
     for name in new:
         if name in declared:
             types[name] = declared[name]
@@ -193,7 +195,15 @@ def prepare_target(
             # Another writer created it since the run started: extend it like any existing table.
             existing_tables = {*existing_tables, inventory.name}
             return prepare_target(
-                spark, catalog, namespace, existing_tables, inventory, decoder, batch, records
+                spark,
+                catalog,
+                namespace,
+                existing_tables,
+                inventory,
+                decoder,
+                batch,
+                records,
+                evolve,
             )
     else:
         keys = table_keys(spark, identifier) or keys

@@ -1,0 +1,167 @@
+"""Applying one table's changes around the DDL statements of its batch, in stream order.
+
+The changes before a table's first statement are applied with the schema the table has, then the
+statement, then the next changes with the schema it left, and so on: the columns each segment
+adds (or no longer carries) are those of its own row images.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from cdc_ingest.append_only import apply_append_only
+from cdc_ingest.apply import apply_table
+from cdc_ingest.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
+from cdc_ingest.schema_evolution import (
+    APPLIED,
+    SEGMENT,
+    UNCHANGED,
+    DdlEvent,
+    apply_statement,
+    segment_of,
+    table_level,
+)
+from cdc_ingest.summary import TableSummary
+from cdc_ingest.tables import TOMBSTONES, create_target, qualified, quote
+from cdc_ingest.target_schema import KEYS_PROPERTY, TargetInventory, prepare_target, table_keys
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdc_ingest.formats.base import Decoder
+
+
+@dataclass
+class TableContext:
+    """What applying one table needs from the batch."""
+
+    spark: SparkSession
+    catalog: str
+    namespace: str
+    existing: set[str]
+    decoder: Decoder
+    cached: DataFrame
+    resolved: DataFrame
+    batch_id: int
+
+
+def _add(total: TableSummary, part: TableSummary) -> None:
+    for f in fields(TableSummary):
+        value = getattr(part, f.name)
+        if isinstance(value, bool):
+            setattr(total, f.name, getattr(total, f.name) or value)
+        elif isinstance(value, int):
+            setattr(total, f.name, getattr(total, f.name) + value)
+
+
+def _segments(changes: DataFrame, name: str) -> dict[int, tuple[int, list[str]]]:
+    rows = (
+        changes.where(F.col("_cdc_target") == name)
+        .groupBy(SEGMENT)
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.array_distinct(F.flatten(F.collect_list(F.map_keys("image")))).alias("columns"),
+        )
+        .collect()
+    )
+    return {r[SEGMENT]: (r["rows"], list(r["columns"])) for r in rows}
+
+
+def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[str, ...]) -> None:
+    """CREATE, RENAME or DROP TABLE."""
+    identifier = qualified(ctx.catalog, ctx.namespace, name)
+    [change] = [c for c in event.parsed.changes if c.action == table_level(event)]
+    if change.action == CREATE_TABLE:
+        if name in ctx.existing:
+            event.status, event.detail = UNCHANGED, "the table exists already"
+            return
+        table_key = keys or change.keys
+        properties = {KEYS_PROPERTY: ",".join(table_key)}
+        create_target(ctx.spark, identifier, change.columns, table_key, properties)
+        ctx.existing.add(name)
+        event.status, event.detail = APPLIED, f"created with key {list(table_key)}"
+    elif change.action == RENAME_TABLE and change.new_name:
+        new = change.new_name.lower()
+        if name not in ctx.existing or new in ctx.existing:
+            event.status = UNCHANGED
+            event.detail = f"cannot rename {name} to {new}: source missing or target exists"
+            return
+        # The new name stays in the catalog: Spark wants it without the catalog part.
+        ctx.spark.sql(f"ALTER TABLE {identifier} RENAME TO {quote(ctx.namespace)}.{quote(new)}")
+        tombstones = qualified(ctx.catalog, ctx.namespace, TOMBSTONES)
+        ctx.spark.sql(
+            f"UPDATE {tombstones} SET target_table = '{new}' WHERE target_table = '{name}'"
+        )
+        ctx.existing.discard(name)
+        ctx.existing.add(new)
+        event.status, event.detail = APPLIED, f"renamed to {new}; later changes follow it"
+    elif change.action == DROP_TABLE:
+        event.status = APPLIED
+        event.detail = "source table dropped: the mirror is kept; the batch's later changes skip it"
+
+
+def apply_with_ddl(
+    ctx: TableContext,
+    name: str,
+    events: list[DdlEvent],
+    changes: DataFrame,
+    base: TargetInventory,
+) -> tuple[TableSummary, list[DataFrame]]:
+    """Apply a table's changes and statements in stream order; fills each event's status.
+
+    Args:
+        ctx: the batch.
+        name: the target table.
+        events: its DDL records, in stream order.
+        changes: the batch's changes (every table's).
+        base: what the whole batch says about the table (keys, type hints).
+
+    Returns:
+        The table's summary over all segments and its typing errors' frames.
+    """
+    segmented = changes.where(F.col("_cdc_target") == name).withColumn(SEGMENT, segment_of(events))
+    segments = _segments(segmented, name) if base.columns or base.keys else {}
+    total, bad = TableSummary(table=name), []
+    stopped = False
+    for index in range(len(events) + 1):
+        rows, columns = segments.get(index, (0, []))
+        if rows and not stopped:
+            inventory = TargetInventory(name, base.keys, columns, list(base.hints))
+            target, created = prepare_target(
+                ctx.spark,
+                ctx.catalog,
+                ctx.namespace,
+                ctx.existing,
+                inventory,
+                ctx.decoder,
+                ctx.cached,
+                ctx.resolved,
+            )
+            ctx.existing.add(name)
+            mine = segmented.where(F.col(SEGMENT) == index).drop(SEGMENT)
+            if target.keys:
+                part, errors = apply_table(ctx.spark, mine, target, ctx.batch_id, rows, created)
+            else:
+                part, errors = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows, index)
+                part.append_only = True
+            part.created = created
+            _add(total, part)
+            bad.append(errors)
+        if index == len(events):
+            break
+        event = events[index]
+        if stopped:
+            event.status, event.detail = UNCHANGED, "the table was dropped earlier in the batch"
+        elif table_level(event):
+            _table_statement(ctx, name, event, base.keys)
+            stopped = table_level(event) in (DROP_TABLE, RENAME_TABLE)
+        elif name not in ctx.existing:
+            event.status, event.detail = UNCHANGED, "no such table in the mirror yet"
+        else:
+            identifier = qualified(ctx.catalog, ctx.namespace, name)
+            keys = table_keys(ctx.spark, identifier)
+            event.status, event.detail = apply_statement(ctx.spark, identifier, keys, event)
+    return total, bad

@@ -1,0 +1,263 @@
+"""DDL records applied to the mirror at their position in the stream.
+
+A table whose batch holds DDL is applied in segments: the changes before the first statement with
+the old schema, then the statement, then the changes up to the next one, and so on. A statement is
+applied whole or not at all: one the parser cannot read, or one that would narrow a column's type,
+changes nothing and is reported (summary, ``_cdc_ddl_history``, task log). The pipeline's
+``schema_changes`` policy decides the rest: ``evolve`` applies, ``ignore`` keeps every table's
+schema (and drops the values of columns the table lacks), ``fail`` stops the batch before any
+change.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from cdc_ingest.ddl_parse import (
+    ADD_COLUMN,
+    CREATE_TABLE,
+    DROP_COLUMN,
+    DROP_TABLE,
+    MODIFY_COLUMN,
+    NO_CHANGE,
+    RENAME_COLUMN,
+    RENAME_TABLE,
+    TRUNCATE_TABLE,
+    ParsedDdl,
+    SchemaChange,
+    parse_ddl,
+)
+from cdc_ingest.formats.base import DDL
+from cdc_ingest.tables import SYSTEM_COLUMNS, qualified, quote, table_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdc_ingest.config import PipelineConfig
+    from cdc_ingest.target_schema import TargetInventory
+
+EVOLVE, IGNORE, FAIL = "evolve", "ignore", "fail"
+POLICIES = (EVOLVE, IGNORE, FAIL)
+APPLIED, UNCHANGED, REJECTED, IGNORED, REFUSED = (
+    "applied",
+    "no_change",
+    "rejected",
+    "ignored",
+    "failed",
+)
+SEGMENT = "_cdc_segment"
+_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
+
+
+class SchemaChangeRefused(RuntimeError):
+    """The pipeline's policy is ``fail`` and the batch would change a table's schema."""
+
+
+@dataclass
+class DdlEvent:
+    """One DDL record of the batch, where it is in the stream, and what became of it."""
+
+    file_idx: int
+    line: int
+    row: int
+    target: str
+    statement: str
+    parsed: ParsedDdl
+    status: str = ""
+    detail: str = ""
+
+    @property
+    def position(self) -> tuple[int, int, int]:
+        """Landing position: file, line, row."""
+        return (self.file_idx, self.line, self.row)
+
+    @property
+    def changes_schema(self) -> bool:
+        """Whether applying it would change a table (anything but index/comment clauses)."""
+        return self.parsed.error is not None or any(
+            c.action != NO_CHANGE for c in self.parsed.changes
+        )
+
+
+def collect_ddl(cached: DataFrame, render: dict[str, str] | None = None) -> list[DdlEvent]:
+    """The batch's DDL records in stream order, parsed.
+
+    Args:
+        cached: the cached batch.
+        render: target table names for source table names the statements name, used when the
+            message itself names no table.
+    """
+    rows = (
+        cached.where(F.col("_cdc_error").isNull() & (F.col("_cdc_kind") == DDL))
+        .select("_cdc_file_idx", "_cdc_line", "row_in_message", "_cdc_target", "ddl")
+        .collect()
+    )
+    events = []
+    for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+        statement = r["ddl"] or ""
+        parsed = (
+            parse_ddl(statement)
+            if statement.strip()
+            else ParsedDdl(statement, None, (), "empty statement")
+        )
+        target = r["_cdc_target"] or (render or {}).get(parsed.table or "", "")
+        events.append(DdlEvent(r[0], r[1], r[2], target, statement, parsed))
+    return events
+
+
+def segment_of(events: list[DdlEvent]) -> Column:
+    """For each record, how many of the table's statements precede it in the stream."""
+    position = F.array(
+        F.col("_cdc_file_idx").cast("bigint"),
+        F.col("_cdc_line").cast("bigint"),
+        F.col("row_in_message").cast("bigint"),
+    )
+    after = [
+        F.when(position > F.array(*[F.lit(p).cast("bigint") for p in e.position]), 1).otherwise(0)
+        for e in events
+    ]
+    total = after[0]
+    for term in after[1:]:
+        total = total + term
+    return total
+
+
+def _widens(old: str, new: str) -> bool:
+    """Whether Iceberg can change a column from ``old`` to ``new`` without losing values."""
+    if (old, new) in (("int", "bigint"), ("float", "double")):
+        return True
+    a, b = _DECIMAL.match(old), _DECIMAL.match(new)
+    return bool(a and b and a.group(2) == b.group(2) and int(b.group(1)) >= int(a.group(1)))
+
+
+def _check(change: SchemaChange, columns: dict[str, str], keys: tuple[str, ...]) -> str | None:
+    """Why a change cannot be applied to a table with these columns, or None."""
+    name = change.column or ""
+    if change.action in (MODIFY_COLUMN, RENAME_COLUMN) and change.column_type and name in columns:
+        old, new = columns[name], change.column_type.spark_type
+        if old != new and not _widens(old, new):
+            return f"column '{name}': {old} -> {new} would narrow or change the type"
+    if change.action == DROP_COLUMN and name in keys:
+        return f"column '{name}' is part of the key"
+    if change.action == RENAME_COLUMN and change.new_name in columns and name in columns:
+        return f"column '{change.new_name}' exists already"
+    return None
+
+
+def apply_statement(
+    spark: SparkSession, identifier: str, keys: tuple[str, ...], event: DdlEvent
+) -> tuple[str, str]:
+    """Apply one parsed statement to an existing table, whole or not at all.
+
+    Returns:
+        (status, detail) for the DDL history.
+    """
+    parsed = event.parsed
+    if parsed.error is not None:
+        return REJECTED, parsed.error
+    columns = {n: t for n, t in table_columns(spark, identifier).items() if n not in SYSTEM_COLUMNS}
+    for change in parsed.changes:
+        problem = _check(change, columns, keys)
+        if problem:
+            return REJECTED, f"{change.detail}: {problem}; nothing of the statement was applied"
+    done: list[str] = []
+    for change in parsed.changes:
+        name = change.column or ""
+        if change.action == ADD_COLUMN and name not in columns and change.column_type:
+            spark.sql(
+                f"ALTER TABLE {identifier} ADD COLUMN {quote(name)} {change.column_type.spark_type}"
+            )
+            columns[name] = change.column_type.spark_type
+            done.append(f"added {name} {change.column_type.spark_type}")
+        elif change.action == DROP_COLUMN and name in columns:
+            spark.sql(f"ALTER TABLE {identifier} DROP COLUMN {quote(name)}")
+            del columns[name]
+            done.append(f"dropped {name}")
+        elif change.action == RENAME_COLUMN and name in columns and change.new_name:
+            spark.sql(
+                f"ALTER TABLE {identifier} RENAME COLUMN {quote(name)} TO {quote(change.new_name)}"
+            )
+            columns[change.new_name] = columns.pop(name)
+            done.append(f"renamed {name} to {change.new_name}")
+            name = change.new_name
+        if (
+            change.action in (MODIFY_COLUMN, RENAME_COLUMN)
+            and change.column_type
+            and name in columns
+        ):
+            new = change.column_type.spark_type
+            if columns[name] != new and _widens(columns[name], new):
+                spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {new}")
+                done.append(f"widened {name} to {new}")
+                columns[name] = new
+        elif change.action == TRUNCATE_TABLE:
+            spark.sql(f"DELETE FROM {identifier}")
+            done.append("removed every row")
+    if not done:
+        return UNCHANGED, "nothing to change in Iceberg (" + ", ".join(
+            c.detail for c in parsed.changes
+        ) + ")"
+    return APPLIED, "; ".join(done)
+
+
+def table_level(event: DdlEvent) -> str | None:
+    """The table-level action of a statement (create, rename, drop), if it has one."""
+    for change in event.parsed.changes:
+        if change.action in (CREATE_TABLE, RENAME_TABLE, DROP_TABLE):
+            return change.action
+    return None
+
+
+def ignored_rows(spark: SparkSession, changes: DataFrame, name: str, identifier: str) -> int:
+    """Changes to a table carrying columns it lacks (``ignore``: those values are not applied)."""
+    columns = list(table_columns(spark, identifier))
+    unknown = F.exists(F.map_keys("image"), lambda k: ~k.isin(*columns))
+    return changes.where((F.col("_cdc_target") == name) & unknown).count()
+
+
+def check_policy(
+    spark: SparkSession,
+    catalog: str,
+    pipeline: PipelineConfig,
+    existing: set[str],
+    tables: dict[str, TargetInventory],
+    events: list[DdlEvent],
+) -> None:
+    """Mark the events the policy keeps from applying; with ``fail``, refuse the batch.
+
+    Raises:
+        SchemaChangeRefused: the policy is ``fail`` and a statement or a message would change an
+            existing table's schema; nothing has been applied.
+    """
+    if pipeline.schema_changes == IGNORE:
+        for event in events:
+            event.status, event.detail = IGNORED, "schema_changes: ignore"
+        return
+    if pipeline.schema_changes != FAIL:
+        return
+    problems = [
+        f"{e.target or e.parsed.table}: {' '.join(e.statement.split())[:120]!r}"
+        for e in events
+        if e.changes_schema
+    ]
+    for name, inventory in sorted(tables.items()):
+        if name in existing:
+            have = table_columns(spark, qualified(catalog, pipeline.namespace, name))
+            new = [c for c in inventory.columns if c not in have]
+            if new:
+                problems.append(f"{name}: messages carry new columns {new}")
+    if not problems:
+        return
+    for event in events:
+        event.status = REFUSED
+        event.detail = "schema_changes: fail; the batch was stopped before any change"
+    raise SchemaChangeRefused(
+        f"pipeline {pipeline.name!r}: schema_changes is 'fail' and the batch would change "
+        f"table schemas: {'; '.join(problems)}. Nothing was applied; set schema_changes: evolve "
+        "(or ignore) to go on"
+    )
