@@ -53,3 +53,36 @@ def test_every_step_leaves_paimons_table(evolved):
         assert summaries[index].dead_lettered == 0, summaries[index].dead_letter_samples
         assert summaries[index].ddl_rejected == 0, summaries[index].ddl_outcomes
         assert_paimon_table(lake, f"mirror_step{index}", step["row_type"], step["rows"], keys)
+
+
+@pytest.fixture(scope="module")
+def database_sync(spark, tmp_path_factory):
+    """testSchemaEvolutionMultiTopic: one batch per step over three topics, a table per source."""
+    doc = expected(PAIMON / "canal-database-schemaevolution.expected.json")
+    folder = paimon_files(["kafka/canal/database/schemaevolution/topic0/x"])[0].parent.parent
+    lake = Lake(root=tmp_path_factory.mktemp("database"), spark=spark, catalog="database_sync")
+    lake.add_pipeline("db", "canal-json")
+    summaries = []
+    for step in range(1, len(doc["steps"]) + 1):
+        for topic in ("topic0", "topic1", "topic2"):
+            path = folder / topic / f"canal-data-{step}.txt"
+            if path.is_file() and json_lines(path):
+                lake.land("db", f"{step:02d}-{topic}.txt", json_lines(path))
+        summaries.append(lake.run("db"))
+        for table in ("t1", "t2"):
+            lake.spark.sql(
+                f"CREATE TABLE {lake.catalog}.ods.{table}_step{step} AS SELECT * FROM "
+                f"{lake.catalog}.ods.{table}"
+            )
+    return doc, lake, summaries
+
+
+def test_database_sync_steps_leave_paimons_tables(database_sync):
+    doc, lake, summaries = database_sync
+    keys = {t: doc["steps"][0][t]["pk"] for t in ("t1", "t2")}
+    for step, tables in enumerate(doc["steps"], start=1):
+        assert summaries[step - 1].dead_lettered == 0, summaries[step - 1].dead_letter_samples
+        for table, want in tables.items():
+            assert_paimon_table(
+                lake, f"{table}_step{step}", want["row_type"], want["rows"], keys[table]
+            )
