@@ -12,14 +12,14 @@ TYPES = {"id": "INT", "v1": "VARCHAR(10)", "v2": "INT", "price": "DECIMAL(5,2)"}
 _es = count(1_700_000_000_000)
 
 
-def row(kind: str, data: dict, table: str = "orders") -> dict:
+def row(kind: str, data: dict, table: str = "orders", **types: str) -> dict:
     """A Canal row message typed by the columns it carries."""
     return {
         "data": [data],
         "database": "shop",
         "es": next(_es),
         "isDdl": False,
-        "mysqlType": {c: TYPES.get(c, "VARCHAR(10)") for c in data},
+        "mysqlType": {c: types.get(c) or TYPES.get(c, "VARCHAR(10)") for c in data},
         "old": None,
         "pkNames": ["id"],
         "sql": "",
@@ -213,3 +213,16 @@ def test_seed_002_alter_adds_the_column_to_a_keyless_datahub_table(lake):
         {"id": 1, "holo": None},
         {"id": 2, "holo": "new text"},
     ]
+
+
+def test_a_wider_type_in_the_messages_widens_the_column_without_ddl(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [row("INSERT", {"id": 1, "price": "1.50"})])
+    lake.run("shop")
+    wider = row("INSERT", {"id": 2, "price": "1234567.25"}, price="DECIMAL(9,2)")
+    lake.land("shop", "002.json", [wider])
+    summary = lake.run("shop")
+    assert summary.dead_lettered == 0, summary.dead_letter_samples
+    types = {f.name: f.dataType.simpleString() for f in lake.table("orders").schema.fields}
+    assert types["price"] == "decimal(9,2)"
+    assert [str(r["price"]) for r in lake.rows("orders", "price")] == ["1.50", "1234567.25"]

@@ -11,7 +11,6 @@ change.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,7 @@ from cdc_ingest.ddl_parse import (
     parse_ddl,
 )
 from cdc_ingest.formats.base import DDL
+from cdc_ingest.schema_types import widens
 from cdc_ingest.tables import SYSTEM_COLUMNS, qualified, quote, table_columns
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ APPLIED, UNCHANGED, REJECTED, IGNORED, REFUSED = (
     "failed",
 )
 SEGMENT = "_cdc_segment"
-_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 
 
 class SchemaChangeRefused(RuntimeError):
@@ -127,20 +126,12 @@ def segment_of(events: list[DdlEvent]) -> Column:
     return total
 
 
-def _widens(old: str, new: str) -> bool:
-    """Whether Iceberg can change a column from ``old`` to ``new`` without losing values."""
-    if (old, new) in (("int", "bigint"), ("float", "double")):
-        return True
-    a, b = _DECIMAL.match(old), _DECIMAL.match(new)
-    return bool(a and b and a.group(2) == b.group(2) and int(b.group(1)) >= int(a.group(1)))
-
-
 def _check(change: SchemaChange, columns: dict[str, str], keys: tuple[str, ...]) -> str | None:
     """Why a change cannot be applied to a table with these columns, or None."""
     name = change.column or ""
     if change.action in (MODIFY_COLUMN, RENAME_COLUMN) and change.column_type and name in columns:
         old, new = columns[name], change.column_type.spark_type
-        if old != new and not _widens(old, new):
+        if old != new and not widens(old, new):
             return f"column '{name}': {old} -> {new} would narrow or change the type"
     if change.action == DROP_COLUMN and name in keys:
         return f"column '{name}' is part of the key"
@@ -191,7 +182,7 @@ def apply_statement(
             and name in columns
         ):
             new = change.column_type.spark_type
-            if columns[name] != new and _widens(columns[name], new):
+            if columns[name] != new and widens(columns[name], new):
                 spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {new}")
                 done.append(f"widened {name} to {new}")
                 columns[name] = new

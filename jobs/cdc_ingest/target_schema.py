@@ -16,12 +16,14 @@ from pyspark.sql import types as T
 
 from cdc_ingest.apply import TargetTable
 from cdc_ingest.formats.base import ColumnType, Decoder, TypeHint
+from cdc_ingest.schema_types import widens
 from cdc_ingest.tables import (
     SYSTEM_COLUMNS,
     TOMBSTONES,
     add_columns,
     create_target,
     qualified,
+    quote,
     table_columns,
 )
 
@@ -172,8 +174,13 @@ def prepare_target(
             n: t for n, t in table_columns(spark, identifier).items() if n not in SYSTEM_COLUMNS
         }
     types: dict[str, ColumnType] = {}
+    widened: dict[str, str] = {}
     for name, stype in existing.items():
         hinted = declared.get(name) or default
+        if evolve and hinted and hinted.spark_type != stype and widens(stype, hinted.spark_type):
+            # The messages declare a wider type (e.g. a DECIMAL's precision went up).
+            widened[name] = hinted.spark_type
+            stype = hinted.spark_type
         same = hinted is not None and hinted.spark_type == stype
         types[name] = hinted if same and hinted else ColumnType(stype)
     new = [c for c in columns if c not in existing and (evolve or created)]
@@ -208,6 +215,8 @@ def prepare_target(
     else:
         keys = table_keys(spark, identifier) or keys
         add_columns(spark, identifier, {c: types[c] for c in new})
+        for name, wider in widened.items():
+            spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {wider}")
     target = TargetTable(
         name=inventory.name,
         identifier=identifier,
