@@ -59,6 +59,21 @@ def debezium_final_rows(path: Path) -> list[dict[str, Any]]:
     return [rows[key] for key in sorted(rows)]
 
 
+def later_delete(path: Path, product_id: int) -> dict[str, Any]:
+    """A Debezium delete of ``product_id`` after every change in ``path`` (time and binlog)."""
+    last = json.loads(path.read_text().splitlines()[-1])
+    source = {**last["source"], "ts_ms": last["source"]["ts_ms"] + 1000}
+    source["pos"] = last["source"]["pos"] + 1000
+    return {
+        **last,
+        "before": {"id": product_id},
+        "after": None,
+        "op": "d",
+        "ts_ms": last["ts_ms"] + 1000,
+        "source": source,
+    }
+
+
 def write_pipelines(root: Path, catalog_uri: str) -> Path:
     """One pipelines file: a Lindorm and a Debezium JSON pipeline in one namespace."""
     landing = root / "landing"
@@ -114,6 +129,12 @@ def run_concurrently(config: Path, pipelines: list[str]) -> list[tuple[int, str,
     return results
 
 
+def assert_all_exited_zero(results: list[tuple[int, str, str]], batch: int) -> None:
+    for code, stdout, stderr in results:
+        assert code == 0, f"exit {code}:\n{stdout}\n{stderr[-4000:]}"
+        assert f"batch {batch}" in stdout, stdout
+
+
 @pytest.mark.slow
 def test_two_pipelines_write_one_postgresql_catalog_concurrently(spark, tmp_path, catalog_uri):
     from cdc_ingest.config import load_config
@@ -121,14 +142,25 @@ def test_two_pipelines_write_one_postgresql_catalog_concurrently(spark, tmp_path
     from pyiceberg.catalog.sql import SqlCatalog
 
     config_path = write_pipelines(tmp_path, catalog_uri)
-    results = run_concurrently(config_path, ["customers", "products"])
-    for name, (code, stdout, stderr) in zip(["customers", "products"], results, strict=True):
-        assert code == 0, f"{name} exited {code}:\n{stdout}\n{stderr[-4000:]}"
-        assert "batch 1" in stdout, stdout
+    pipelines = ["customers", "products"]
+    # Round 1 races to create the namespace, the shared _cdc_ tables and each mirror.
+    assert_all_exited_zero(run_concurrently(config_path, pipelines), batch=1)
+    # Round 2 commits concurrently to tables that exist: MERGEs and the shared checkpoints.
+    products_before = debezium_final_rows(DEBEZIUM_FILE)
+    deleted_id = products_before[0]["id"]
+    landing = tmp_path / "landing"
+    column_delete = FIXTURES / "lindorm" / "sql-column-delete.jsonl"
+    (landing / "customers" / f"002-{column_delete.name}").write_bytes(column_delete.read_bytes())
+    (landing / "products" / "002-delete.json").write_text(
+        json.dumps(later_delete(DEBEZIUM_FILE, deleted_id)) + "\n"
+    )
+    assert_all_exited_zero(run_concurrently(config_path, pipelines), batch=2)
 
-    expected_customers = [{"id": "1004", "first_name": "Anne", "last_name": "Kretchmar"}]
-    expected_products = debezium_final_rows(DEBEZIUM_FILE)
+    # The column delete's `after` has no last_name: NULL afterwards.
+    expected_customers = [{"id": "1004", "first_name": "Anne Marie", "last_name": None}]
+    expected_products = [r for r in products_before if r["id"] != deleted_id]
     assert len(expected_products) >= 5  # the replay itself is not trivially empty
+    expected_checkpoints = [(p, b) for p in pipelines for b in (1, 2)]
 
     # Spark, through the Iceberg JDBC catalog on PostgreSQL.
     catalog = load_config(config_path).catalog
@@ -141,18 +173,17 @@ def test_two_pipelines_write_one_postgresql_catalog_concurrently(spark, tmp_path
     assert spark_rows("customers", "id", "first_name", "last_name") == expected_customers
     products = sorted(spark_rows("products", "id", "name"), key=lambda r: r["id"])
     assert products == [{"id": r["id"], "name": r["name"]} for r in expected_products]
-    committed = spark_rows("_cdc_checkpoints", "pipeline", "batch_id", "status")
-    assert [r for r in committed if r["status"] == "committed"] == [
-        {"pipeline": "customers", "batch_id": 1, "status": "committed"},
-        {"pipeline": "products", "batch_id": 1, "status": "committed"},
-    ]
-    applied = spark.sql(
-        f"SELECT pipeline, file FROM {CATALOG}.{NAMESPACE}._cdc_checkpoints "
-        "WHERE status = 'applied' ORDER BY pipeline"
-    ).collect()
-    assert [(r["pipeline"], Path(r["file"]).name) for r in applied] == [
+    checkpoints = spark_rows("_cdc_checkpoints", "pipeline", "batch_id", "status", "file")
+    committed = [(r["pipeline"], r["batch_id"]) for r in checkpoints if r["status"] == "committed"]
+    assert sorted(committed) == expected_checkpoints
+    applied = sorted(
+        (r["pipeline"], Path(r["file"]).name) for r in checkpoints if r["status"] == "applied"
+    )
+    assert applied == [
         ("customers", f"001-{LINDORM_FILE.name}"),
+        ("customers", f"002-{column_delete.name}"),
         ("products", f"001-{DEBEZIUM_FILE.name}"),
+        ("products", "002-delete.json"),
     ]
 
     # pyiceberg, through SQLAlchemy and psycopg2 on the same catalog rows.
@@ -173,13 +204,10 @@ def test_two_pipelines_write_one_postgresql_catalog_concurrently(spark, tmp_path
     assert customers.select(["id", "first_name", "last_name"]).to_pylist() == expected_customers
     products_read = lake.load_table(f"{NAMESPACE}.products").scan().to_arrow()
     assert sorted(products_read.column("id").to_pylist()) == [r["id"] for r in expected_products]
-    checkpoints = lake.load_table(f"{NAMESPACE}._cdc_checkpoints").scan().to_arrow().to_pylist()
-    assert sorted(
-        (r["pipeline"], r["batch_id"]) for r in checkpoints if r["status"] == "committed"
-    ) == [
-        ("customers", 1),
-        ("products", 1),
-    ]
+    rows = lake.load_table(f"{NAMESPACE}._cdc_checkpoints").scan().to_arrow().to_pylist()
+    assert sorted((r["pipeline"], r["batch_id"]) for r in rows if r["status"] == "committed") == (
+        expected_checkpoints
+    )
 
 
 def test_postgresql_catalog_requires_its_jdbc_driver_by_package_name(monkeypatch):
