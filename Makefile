@@ -6,6 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SQLITE_JDBC := /usr/share/java/sqlite-jdbc.jar
+POSTGRESQL_JDBC := /usr/share/java/postgresql.jar
 export JAVA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $$(command -v java) 2>/dev/null)) 2>/dev/null)
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
@@ -31,6 +32,12 @@ system-deps:
 	  echo "SQLite JDBC driver not found: installing libxerial-sqlite-jdbc-java"; \
 	  apt-get update -qq && apt-get install -y -qq libxerial-sqlite-jdbc-java; }
 	@test -f $(SQLITE_JDBC) || { echo "missing $(SQLITE_JDBC): apt-get install libxerial-sqlite-jdbc-java"; exit 1; }
+	@# A postgresql:// catalog needs the PostgreSQL JDBC driver; the tests also start a real server.
+	@test -f $(POSTGRESQL_JDBC) && compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { \
+	  echo "PostgreSQL server or JDBC driver not found: installing postgresql libpostgresql-jdbc-java"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    postgresql libpostgresql-jdbc-java >/dev/null; }
+	@test -f $(POSTGRESQL_JDBC) || { echo "missing $(POSTGRESQL_JDBC): apt-get install libpostgresql-jdbc-java"; exit 1; }
 
 demo: install
 	$(BIN)/python scripts/demo.py

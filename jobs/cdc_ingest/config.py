@@ -45,6 +45,22 @@ class CatalogConfig:
     warehouse: str
 
     @property
+    def database(self) -> str:
+        """The catalog database's kind: ``sqlite`` or ``postgresql``."""
+        return "postgresql" if self.uri.startswith("postgresql") else "sqlite"
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        """The catalog URI for pyiceberg's SqlCatalog (SQLAlchemy), driver named explicitly.
+
+        A bare ``postgresql://`` would make SQLAlchemy pick psycopg2 anyway; naming it keeps the
+        dependency (pyiceberg's ``sql-postgres`` extra) visible.
+        """
+        if self.uri.startswith("postgresql://"):
+            return "postgresql+psycopg2://" + self.uri[len("postgresql://") :]
+        return self.uri
+
+    @property
     def jdbc_url(self) -> str:
         """The catalog URI in the JDBC form Spark's Iceberg JdbcCatalog wants."""
         if self.uri.startswith("sqlite:///"):

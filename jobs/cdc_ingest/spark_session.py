@@ -20,7 +20,11 @@ if TYPE_CHECKING:
 
 ICEBERG_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 ICEBERG_PACKAGE = "snowpark_connect_deps_iceberg"
-JDBC_JAR_CANDIDATES = ("/usr/share/java/sqlite-jdbc.jar", "/usr/share/java/postgresql.jar")
+# The catalog database's JDBC driver, by URI scheme: the jar and the Debian package that ships it.
+JDBC_DRIVERS = {
+    "sqlite": ("/usr/share/java/sqlite-jdbc.jar", "libxerial-sqlite-jdbc-java"),
+    "postgresql": ("/usr/share/java/postgresql.jar", "libpostgresql-jdbc-java"),
+}
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
@@ -49,23 +53,45 @@ def iceberg_runtime_jar() -> str:
     )
 
 
-def jdbc_jars() -> list[str]:
-    """JDBC driver jars for the catalog database (SQLite and, if installed, PostgreSQL)."""
+def jdbc_jars(catalog: CatalogConfig | None = None) -> list[str]:
+    """JDBC driver jars for the Iceberg catalog database.
+
+    Args:
+        catalog: the catalog the job uses; its database's driver must be installed. Without it,
+            any installed driver will do.
+
+    Returns:
+        The catalog's driver first, then every other installed driver, so that one session can
+        be re-pointed at a catalog of the other kind (the tests do).
+
+    Raises:
+        EnvironmentProblem: the catalog's driver (or, without a catalog, every driver) is missing;
+            the message names the Debian package to install.
+    """
     override = os.environ.get("CDC_INGEST_JDBC_JARS")
     if override:
         return [j for j in override.split(",") if j]
-    jars = [j for j in JDBC_JAR_CANDIDATES if Path(j).is_file()]
-    if not jars:
+    installed = [jar for jar, _ in JDBC_DRIVERS.values() if Path(jar).is_file()]
+    if catalog is not None:
+        jar, package = JDBC_DRIVERS[catalog.database]
+        if not Path(jar).is_file():
+            raise EnvironmentProblem(
+                f"catalog {catalog.name!r} is on {catalog.database} but its JDBC driver {jar} "
+                f"is missing: apt-get install {package} (or set CDC_INGEST_JDBC_JARS)"
+            )
+        return [jar, *(j for j in installed if j != jar)]
+    if not installed:
+        packages = " or ".join(package for _, package in JDBC_DRIVERS.values())
         raise EnvironmentProblem(
-            "no JDBC driver for the Iceberg catalog: apt-get install libxerial-sqlite-jdbc-java "
+            f"no JDBC driver for the Iceberg catalog: apt-get install {packages} "
             "(or set CDC_INGEST_JDBC_JARS)"
         )
-    return jars
+    return installed
 
 
-def job_jars() -> list[str]:
-    """Every jar the ingestion job needs on the Spark classpath."""
-    return [iceberg_runtime_jar(), *jdbc_jars()]
+def job_jars(catalog: CatalogConfig | None = None) -> list[str]:
+    """Every jar the ingestion job needs on the Spark classpath (see :func:`jdbc_jars`)."""
+    return [iceberg_runtime_jar(), *jdbc_jars(catalog)]
 
 
 def catalog_conf(catalog: CatalogConfig) -> dict[str, str]:
@@ -128,7 +154,7 @@ def build_session(catalog: CatalogConfig, app_name: str = "cdc-ingest") -> Spark
     # Under spark-submit the master and jars are already set; on a bare interpreter start local.
     if "SPARK_ENV_LOADED" not in os.environ and "spark.master" not in _submitted_conf():
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
-        builder = builder.config("spark.jars", ",".join(job_jars()))
+        builder = builder.config("spark.jars", ",".join(job_jars(catalog)))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in {**session_conf(), **catalog_conf(catalog)}.items():
         builder = builder.config(key, value)

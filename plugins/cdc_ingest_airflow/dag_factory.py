@@ -18,6 +18,7 @@ DAGs.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
-from cdc_ingest.config import Config, PipelineConfig, load_config
+from cdc_ingest.config import CatalogConfig, Config, PipelineConfig, load_config
 from cdc_ingest.spark_session import catalog_conf, job_jars, session_conf
 
 DAG_ID_PREFIX = "ingest_"
@@ -80,14 +81,17 @@ def application_path() -> Path:
     return path
 
 
-def submit_jars() -> str:
+def submit_jars(catalog: CatalogConfig) -> str:
     """Comma-separated jars for ``spark-submit --jars``; the ``cdc_ingest_jars`` template macro.
 
+    Args:
+        catalog: the pipelines file's catalog, whose database's JDBC driver must be among them.
+
     Raises:
-        EnvironmentProblem: naming the missing jar; raised while the task renders its templates,
-            so the task fails before spark-submit starts.
+        EnvironmentProblem: naming the missing jar and its Debian package; raised while the task
+            renders its templates, so the task fails before spark-submit starts.
     """
-    return ",".join(job_jars())
+    return ",".join(job_jars(catalog))
 
 
 def _spark_conf(config: Config) -> dict[str, str]:
@@ -145,7 +149,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         max_active_runs=1,
         default_args={"retries": pipeline.retries, "retry_delay": RETRY_DELAY},
         tags=[TAG, pipeline.format],
-        user_defined_macros={JARS_MACRO: submit_jars},
+        user_defined_macros={JARS_MACRO: functools.partial(submit_jars, config.catalog)},
         doc_md=_doc_md(config, pipeline, application),
     ) as dag:
         SparkSubmitOperator(
