@@ -148,3 +148,22 @@ def test_append_only_table_killed_before_checkpoint_is_appended_once(lake):
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "batch 1 (resumed)" in rerun.stdout
     assert lake.rows("events") == [row]
+
+
+def test_run_flags_parse_as_airflow_renders_them():
+    from cdc_ingest.cli import _parser
+
+    base = ["run", "--config", "c.yaml", "--pipeline", "p"]
+    unset = _parser().parse_args([*base, "--tables=", "--max-files=", "--dry-run=false"])
+    assert (unset.tables, unset.max_files, unset.dry_run, unset.json) == ((), None, False, False)
+    set_ = _parser().parse_args(
+        [*base, "--tables=b,a", "--max-files=3", "--dry-run=true", "--run-id=r1", "--json"]
+    )
+    assert (set_.tables, set_.max_files, set_.dry_run, set_.run_id) == (("a", "b"), 3, True, "r1")
+    assert _parser().parse_args([*base, "--dry-run"]).dry_run is True
+
+
+@pytest.mark.parametrize("flag", ["--max-files=0", "--max-files=x", "--dry-run=maybe"])
+def test_bad_run_flags_exit_2(flag):
+    done = cli("run", "--config", "c.yaml", "--pipeline", "p", flag)
+    assert done.returncode == 2 and flag.split("=")[0] in done.stderr

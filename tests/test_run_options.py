@@ -200,3 +200,29 @@ def test_tables_are_refused_while_a_batch_is_pending(shop: Any) -> None:
     with pytest.raises(RunRefused, match="batch 2 was planned and not committed"):
         run(shop, tables=("orders",))
     assert run(shop).resumed
+
+
+def test_tables_leave_append_only_tables_to_the_full_run(lake: Any) -> None:
+    row = {"id": 1, "note": "first"}
+    message = {
+        "schema": {
+            "dataColumn": [{"name": "id", "type": "LONG"}, {"name": "note", "type": "STRING"}],
+            "source": {"dbName": "logs", "tableName": "events"},
+        },
+        "payload": {
+            "op": "INSERT",
+            "after": {"dataColumn": row},
+            "sequenceId": "1",
+            "timestamp": {"eventTime": 1605339932000},
+        },
+    }
+    lake.add_pipeline("shop", "datahub-blob")
+    lake.land("shop", "001.json", [message])
+
+    partial = run(lake, tables=("events",))
+
+    assert partial.skipped_tables == {"events": "append-only: only a full run appends its rows"}
+    assert partial.tables == {}
+    full = lake.run("shop")
+    assert full.batch_id == 1 and full.tables["events"].inserted == 1
+    assert lake.rows("events") == [row]
