@@ -159,7 +159,7 @@ PHASES: tuple[tuple[str, str, str, str | None], ...] = (
     (STORE, "CheckpointStore.load", "load checkpoints", "run_pipeline"),
     (STORE, "CheckpointStore.plan", "plan (sha256 of files)", "run_pipeline"),
     (STORE, "CheckpointStore.record_planned", "record planned (overlaps 1st pass)", "run_pipeline"),
-    ("cdc_ingest.job", "_inventory", "read + decode + inventory (1st pass)", "run_pipeline"),
+    ("cdc_ingest.job", "take_inventory", "read + decode + inventory (1st pass)", "run_pipeline"),
     ("cdc_ingest.job", "_apply_all", "apply all tables", "run_pipeline"),
     ("cdc_ingest.job", "prepare_target", "prepare target (infer types, DDL)", "apply all tables"),
     ("cdc_ingest.job", "apply_table", "apply table", "apply all tables"),
@@ -167,7 +167,7 @@ PHASES: tuple[tuple[str, str, str, str | None], ...] = (
     ("cdc_ingest.apply", "_merge_tombstones", "MERGE INTO tombstones", "apply table"),
     ("cdc_ingest.apply", "_append_target", "append to created target", "apply table"),
     ("cdc_ingest.apply", "_append_tombstones", "append first tombstones", "apply table"),
-    ("cdc_ingest.job", "_write_dead_letters", "dead letters", "run_pipeline"),
+    ("cdc_ingest.job", "write_dead_letters", "dead letters", "run_pipeline"),
     (STORE, "CheckpointStore.record_committed", "record committed", "run_pipeline"),
 )
 REMAINDER = {

@@ -7,12 +7,15 @@ the same SQLite-backed catalog.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,6 +61,29 @@ def _tail(result: subprocess.CompletedProcess[str], chars: int = 6000) -> str:
     )
 
 
+def _task_states(airflow_home: Path) -> dict[str, dict[str, str]]:
+    """Task states per DAG run, from the metadata database ``airflow dags test`` wrote."""
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute("SELECT run_id, task_id, state FROM task_instance").fetchall()
+    states: dict[str, dict[str, str]] = {}
+    for run_id, task_id, state in rows:
+        states.setdefault(run_id, {})[task_id] = state
+    return states
+
+
+def _return_value(airflow_home: Path, task_id: str) -> list[Any]:
+    """Every XCom ``return_value`` of a task, decoded."""
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT value FROM xcom WHERE task_id = ? AND key = 'return_value'", (task_id,)
+        ).fetchall()
+    values = []
+    for (raw,) in rows:
+        value = json.loads(raw)
+        values.append(json.loads(value) if isinstance(value, str) else value)
+    return values
+
+
 @pytest.mark.slow
 def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
     java_home = _java_home()
@@ -68,7 +94,6 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
 
     landing = tmp_path / "landing"
     landing.mkdir()
-    (landing / "customers-0001.json").write_text(LINDORM_LINES, encoding="utf-8")
     catalog_uri = f"sqlite:///{tmp_path}/catalog.db"
     warehouse = f"file://{tmp_path}/warehouse"
     config = tmp_path / "pipelines.yaml"
@@ -114,6 +139,18 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
     migrate = _airflow(["db", "migrate"], env, tmp_path)
     assert migrate.returncode == 0, _tail(migrate)
 
+    # Nothing landed yet: the short-circuit skips Spark entirely.
+    idle = _airflow(["dags", "test", "ingest_customers"], env, tmp_path)
+    assert idle.returncode == 0, _tail(idle)
+    assert "ingest_job.py run --config" not in idle.stdout + idle.stderr, _tail(idle)
+    [idle_states] = _task_states(tmp_path / "airflow").values()
+    assert idle_states == {
+        "check_landing": "success",
+        "apply_batch": "skipped",
+        "batch_summary": "skipped",
+    }
+
+    (landing / "customers-0001.json").write_text(LINDORM_LINES, encoding="utf-8")
     run = _airflow(["dags", "test", "ingest_customers"], env, tmp_path)
     assert run.returncode == 0, _tail(run)
     output = run.stdout + run.stderr
@@ -127,3 +164,21 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
     table = SqlCatalog("lake", uri=catalog_uri, warehouse=warehouse).load_table("ods.customers")
     rows = table.scan(selected_fields=("id", "first_name", "last_name")).to_arrow().to_pylist()
     assert rows == [{"id": "1004", "first_name": "Anne Marie", "last_name": None}]
+
+    states = _task_states(tmp_path / "airflow")
+    assert sorted(sorted(s.values()) for s in states.values()) == [
+        ["skipped", "skipped", "success"],
+        ["success", "success", "success"],
+    ]
+    # The batch_summary task returns the summary the job recorded in _cdc_batches.
+    [summary] = _return_value(tmp_path / "airflow", "batch_summary")
+    assert summary["pipeline"] == "customers" and summary["batch_id"] == 1
+    assert summary["files"] == [(landing / "customers-0001.json").as_uri()]
+    assert (summary["lines"], summary["messages"], summary["dead_lettered"]) == (2, 2, 0)
+    assert summary["tables"]["customers"]["inserted"] == 1
+    batches = SqlCatalog("lake", uri=catalog_uri, warehouse=warehouse).load_table(
+        "ods._cdc_batches"
+    )
+    [row] = batches.scan().to_arrow().to_pylist()
+    assert json.loads(row["summary"]) == summary
+    assert row["run_id"] in states and states[row["run_id"]]["apply_batch"] == "success"

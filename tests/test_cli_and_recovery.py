@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -79,15 +80,48 @@ def test_killed_between_table_commit_and_checkpoint_commit_rerun_is_exact(lake):
         env={"CDC_INGEST_FAIL_AT": "after_tables"},
     )
     assert killed.returncode == 99, killed.stderr[-2000:]
-    rerun = cli("run", "--config", str(lake.config_path), "--pipeline", "accounts")
+    assert lake.table("_cdc_batches").where("batch_id = 2").count() == 0
+    rerun = cli("run", "--config", str(lake.config_path), "--pipeline", "accounts", "--json")
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "batch 2 (resumed)" in rerun.stdout
     assert "5 lines = 4 messages + 1 dead-lettered" in rerun.stdout
+    summary = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert (summary["batch_id"], summary["resumed"], summary["lines"]) == (2, True, 5)
     assert lake.rows(TABLE, "id", "balance") == [{"id": 1, "balance": 2}, {"id": 3, "balance": 4}]
     assert len(lake.dead_letters()) == 1
     committed = lake.table("_cdc_checkpoints").where("status = 'committed'").count()
     assert committed == 2
+    [row] = lake.table("_cdc_batches").where("batch_id = 2").collect()
+    assert row["resumed"] and json.loads(row["summary"]) == summary
     assert lake.run("accounts").batch_id is None
+    assert lake.table("_cdc_batches").count() == 2
+
+
+@pytest.mark.slow
+def test_killed_after_the_batch_row_rerun_writes_no_second_row(lake):
+    """The batch row is written before the checkpoint: a resumed batch finds it and keeps it."""
+    c = Changes("arcion")
+    lake.add_pipeline("accounts", "arcion", **FORMATS["arcion"]["options"])
+    lake.land("accounts", "001.json", [c.insert({"id": 1, "owner": "a", "balance": 1}, 1000)])
+    config = ("--config", str(lake.config_path), "--pipeline", "accounts")
+    killed = cli("run", *config, env={"CDC_INGEST_FAIL_AT": "before_checkpoint"})
+    assert killed.returncode == 99, killed.stderr[-2000:]
+    # Read with pyiceberg: this session's JDBC catalog is not opened on the file before the rerun.
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog(
+        lake.catalog,
+        uri=f"sqlite:///{lake.root / 'catalog.db'}",
+        warehouse=(lake.root / "warehouse").as_uri(),
+    )
+    [first] = catalog.load_table("ods._cdc_batches").scan().to_arrow().to_pylist()
+    assert (first["batch_id"], first["inserted"], first["resumed"]) == (1, 1, False)
+    rerun = cli("run", *config)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "batch 1 (resumed)" in rerun.stdout
+    [row] = lake.table("_cdc_batches").collect()
+    assert row["summary"] == first["summary"]
+    assert lake.table("_cdc_checkpoints").where("status = 'committed'").count() == 1
 
 
 def test_append_only_table_killed_before_checkpoint_is_appended_once(lake):
@@ -114,3 +148,22 @@ def test_append_only_table_killed_before_checkpoint_is_appended_once(lake):
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "batch 1 (resumed)" in rerun.stdout
     assert lake.rows("events") == [row]
+
+
+def test_run_flags_parse_as_airflow_renders_them():
+    from cdc_ingest.cli import _parser
+
+    base = ["run", "--config", "c.yaml", "--pipeline", "p"]
+    unset = _parser().parse_args([*base, "--tables=", "--max-files=", "--dry-run=false"])
+    assert (unset.tables, unset.max_files, unset.dry_run, unset.json) == ((), None, False, False)
+    set_ = _parser().parse_args(
+        [*base, "--tables=b,a", "--max-files=3", "--dry-run=true", "--run-id=r1", "--json"]
+    )
+    assert (set_.tables, set_.max_files, set_.dry_run, set_.run_id) == (("a", "b"), 3, True, "r1")
+    assert _parser().parse_args([*base, "--dry-run"]).dry_run is True
+
+
+@pytest.mark.parametrize("flag", ["--max-files=0", "--max-files=x", "--dry-run=maybe"])
+def test_bad_run_flags_exit_2(flag):
+    done = cli("run", "--config", "c.yaml", "--pipeline", "p", flag)
+    assert done.returncode == 2 and flag.split("=")[0] in done.stderr

@@ -105,7 +105,9 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
     for dag, name, retries in ((scheduled, "orders_ld", 4), (unscheduled, "crm_arcion", 2)):
         assert dag.max_active_runs == 1
         assert dag.catchup is False
-        assert dag.task_ids == ["apply_batch"]
+        assert sorted(dag.task_ids) == ["apply_batch", "batch_summary", "check_landing"]
+        assert dag.get_task("check_landing").downstream_task_ids == {"apply_batch"}
+        assert dag.get_task("apply_batch").downstream_task_ids == {"batch_summary"}
         task = dag.get_task("apply_batch")
         assert isinstance(task, SparkSubmitOperator)
         assert task.retries == retries
@@ -118,6 +120,10 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
             str(config_file.resolve()),
             "--pipeline",
             name,
+            "--tables={{ params.tables | join(',') }}",
+            "--max-files={{ params.max_files if params.max_files is not none else '' }}",
+            "--dry-run={{ 'true' if params.dry_run else 'false' }}",
+            "--run-id={{ run_id }}",
         ]
         assert task._conn_id == "spark_local"
         assert task.name == f"cdc-ingest-{name}"
@@ -127,6 +133,51 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
         assert task.conf["spark.sql.extensions"].endswith("IcebergSparkSessionExtensions")
         # The pipelines file's own spark.conf wins over the defaults.
         assert task.conf["spark.sql.shuffle.partitions"] == "2"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_params_are_declared_validated_and_passed_as_flags(config_file: Path) -> None:
+    from airflow.providers.standard.operators.python import ShortCircuitOperator
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    dag = _dagbag().dags["ingest_orders_ld"]
+    assert isinstance(dag.get_task("check_landing"), ShortCircuitOperator)
+
+    params = dag.params
+    assert set(params.keys()) == {"tables", "dry_run", "max_files"}
+    assert params.get_param("tables").schema["type"] == "array"
+    assert params.get_param("tables").schema["items"]["type"] == "string"
+    assert params.get_param("dry_run").schema["type"] == "boolean"
+    max_files = params.get_param("max_files")
+    assert max_files.schema == {"type": ["null", "integer"], "minimum": 1, "title": "Max files"}
+    assert max_files.description and "oldest first" in max_files.description
+    assert params.validate() == {"tables": [], "dry_run": False, "max_files": None}
+
+    def validated(**values: Any) -> dict[str, Any]:
+        merged = ParamsDict({k: params.get_param(k) for k in params})
+        merged.update(values)
+        return dict(merged.validate())
+
+    assert validated(tables=["orders", "items"], max_files=3)["max_files"] == 3
+    for bad in ({"max_files": 0}, {"max_files": "two"}, {"tables": "orders"}, {"dry_run": "x"}):
+        with pytest.raises((ParamValidationError, ValueError)):
+            validated(**bad)
+
+    args = dag.get_task("apply_batch").application_args
+    env = dag.get_template_env()
+    context = {"params": {"tables": ["orders", "items"], "dry_run": True, "max_files": 2}}
+    rendered = [env.from_string(a).render(**context, run_id="manual__1") for a in args[5:]]
+    assert rendered == [
+        "--tables=orders,items",
+        "--max-files=2",
+        "--dry-run=true",
+        "--run-id=manual__1",
+    ]
+    defaults = {"params": {"tables": [], "dry_run": False, "max_files": None}}
+    rendered = [env.from_string(a).render(**defaults, run_id="r") for a in args[5:]]
+    assert rendered == ["--tables=", "--max-files=", "--dry-run=false", "--run-id=r"]
 
 
 @pytest.mark.usefixtures("clean_env")

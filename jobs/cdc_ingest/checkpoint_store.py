@@ -51,6 +51,7 @@ class BatchPlan:
     files: list[LandedFile]
     duplicates: dict[str, str] = field(default_factory=dict)
     resumed: bool = False
+    deferred: int = 0  # new files left for a later batch by ``max_files``
 
     @property
     def empty(self) -> bool:
@@ -113,20 +114,31 @@ class CheckpointStore:
             state.pending = [LandedFile(r["file"], r["size"], r["fingerprint"]) for r in files]
         return state
 
-    def plan(self, listing: list[LandedFile], state: CheckpointState) -> BatchPlan:
+    def plan(
+        self, listing: list[LandedFile], state: CheckpointState, max_files: int | None = None
+    ) -> BatchPlan:
         """The next batch: a pending plan if one exists, else every new file not seen before.
 
         A new file whose content fingerprint matches an applied file (or an earlier file of the
         same batch) is a duplicate landing under another name and is skipped.
+
+        Args:
+            listing: the landed files, in landing (path) order.
+            state: what is committed.
+            max_files: plan at most this many new files, the first in landing order; the rest
+                wait for later batches. A pending plan is resumed whole regardless.
         """
         if state.pending is not None and state.pending_batch_id is not None:
             return BatchPlan(state.pending_batch_id, state.pending, resumed=True)
         fingerprints = dict(state.fingerprints)
         files: list[LandedFile] = []
         duplicates: dict[str, str] = {}
-        for landed in listing:
-            if landed.uri in state.seen_files:
-                continue
+        new = [landed for landed in listing if landed.uri not in state.seen_files]
+        for position, landed in enumerate(new):
+            if max_files is not None and len(files) >= max_files:
+                return BatchPlan(
+                    state.last_batch_id + 1, files, duplicates, deferred=len(new) - position
+                )
             landed = landed.with_fingerprint()
             assert landed.fingerprint is not None
             original = fingerprints.get(landed.fingerprint)

@@ -22,9 +22,57 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="apply every landed file not applied yet, as one batch")
     run.add_argument("--config", required=True, help="pipelines YAML file")
     run.add_argument("--pipeline", required=True, help="pipeline name")
+    run.add_argument(
+        "--tables",
+        type=_names,
+        default=(),
+        help="comma-separated target tables to apply (empty: all); the files stay pending for "
+        "the other tables, which the next full run applies",
+    )
+    run.add_argument(
+        "--max-files",
+        type=_max_files,
+        default=None,
+        help="plan at most N new files, oldest (first in landing order) first (empty: no cap)",
+    )
+    run.add_argument(
+        "--dry-run",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_boolean,
+        help="decode and report, write nothing (--dry-run=false is accepted for templating)",
+    )
+    run.add_argument("--json", action="store_true", help="print the summary JSON as last line")
+    run.add_argument("--run-id", default=None, help="orchestrator run id kept in _cdc_batches")
     check = commands.add_parser("check", help="validate a pipelines file and list its pipelines")
     check.add_argument("--config", required=True)
     return parser
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(sorted({n.strip() for n in text.split(",") if n.strip()}))
+
+
+def _max_files(text: str) -> int | None:
+    if not text.strip():
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
 
 
 def _fail(message: str) -> int:
@@ -46,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
 
-    from cdc_ingest.job import run_pipeline
+    from cdc_ingest.job import RunOptions, RunRefused, run_pipeline
     from cdc_ingest.landing import list_landed
     from cdc_ingest.schema_evolution import SchemaChangeRefused
     from cdc_ingest.spark_session import EnvironmentProblem, build_session
@@ -55,12 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
         list_landed(pipeline.landing)
         spark = build_session(config.catalog, app_name=f"cdc-ingest-{pipeline.name}")
-        summary = run_pipeline(spark, config, pipeline.name)
-    except (LandingError, EnvironmentProblem) as exc:
+        options = RunOptions(args.tables, args.dry_run, args.max_files, args.run_id)
+        summary = run_pipeline(spark, config, pipeline.name, options)
+    except (LandingError, EnvironmentProblem, RunRefused) as exc:
         return _fail(f"pipeline {pipeline.name}: {exc}")
     except SchemaChangeRefused as exc:
         return _fail(str(exc))
     print(summary.render(), flush=True)
+    if args.json:
+        print(summary.to_json(), flush=True)
     return EXIT_OK
 
 

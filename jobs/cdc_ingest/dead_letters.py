@@ -1,4 +1,4 @@
-"""The ``_cdc_dead_letters`` table: every record of a batch that could not be applied, and why."""
+"""The ``_cdc_dead_letters`` table: every line of a batch that could not be applied."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdc_ingest.inventory import Batch
+from cdc_ingest.summary import RunSummary
 from cdc_ingest.tables import DEAD_LETTERS, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from cdc_ingest.summary import RunSummary
 
 DEAD_LETTER_SAMPLES = 20
 
@@ -24,8 +24,7 @@ def write_dead_letters(
     catalog: str,
     namespace: str,
     pipeline: str,
-    batch_id: int,
-    cached: DataFrame,
+    batch: Batch,
     landed: DataFrame,
     typing_errors: list[DataFrame],
     summary: RunSummary,
@@ -39,7 +38,7 @@ def write_dead_letters(
         return
     table = qualified(catalog, namespace, DEAD_LETTERS)
     kafka = ("kafka_topic", "kafka_partition", "kafka_offset")
-    errors = cached.where(F.col("_cdc_error").isNotNull()).select(
+    errors = batch.cached.where(F.col("_cdc_error").isNotNull()).select(
         "_cdc_file_idx",
         "_cdc_line",
         "row_in_message",
@@ -58,7 +57,7 @@ def write_dead_letters(
         errors.join(F.broadcast(files), "_cdc_file_idx")
         .select(
             F.lit(pipeline).alias("pipeline"),
-            F.lit(batch_id).cast("bigint").alias("batch_id"),
+            F.lit(batch.batch_id).cast("bigint").alias("batch_id"),
             "file",
             F.col("_cdc_line").alias("line"),
             F.col("row_in_message").alias("row"),
@@ -84,7 +83,7 @@ def write_dead_letters(
     if summary.resumed:
         already = (
             spark.table(table)
-            .where((F.col("pipeline") == pipeline) & (F.col("batch_id") == batch_id))
+            .where((F.col("pipeline") == pipeline) & (F.col("batch_id") == batch.batch_id))
             .limit(1)
             .count()
         )
@@ -93,6 +92,18 @@ def write_dead_letters(
     (
         letters.writeTo(table)
         .option("snapshot-property.cdc.pipeline", pipeline)
-        .option("snapshot-property.cdc.batch-id", str(batch_id))
+        .option("snapshot-property.cdc.batch-id", str(batch.batch_id))
         .append()
     )
+
+
+def decode_error_samples(batch: Batch, files: list[str]) -> list[str]:
+    """The first decode errors of a batch as ``file:line[ row n]: reason`` (for dry runs)."""
+    errors = (
+        batch.cached.where(F.col("_cdc_error").isNotNull())
+        .select("_cdc_file_idx", "_cdc_line", "row_in_message", "_cdc_error")
+        .orderBy("_cdc_file_idx", "_cdc_line", "row_in_message")
+        .limit(DEAD_LETTER_SAMPLES)
+        .collect()
+    )
+    return [f"{files[r[0]]}:{r[1]}{f' row {r[2]}' if r[2] else ''}: {r[3]}" for r in errors]

@@ -1,25 +1,29 @@
-"""One micro-batch of one pipeline: plan, read, decode, apply, dead-letter, checkpoint."""
+"""One micro-batch of one pipeline: plan, read, decode, apply, dead-letter, record, checkpoint."""
 
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdc_ingest.append_only import apply_append_only
 from cdc_ingest.apply import apply_table
-from cdc_ingest.changes import DUPLICATE, mark_applied_offsets, resolve_changes
-from cdc_ingest.checkpoint_store import CheckpointStore
+from cdc_ingest.batches import record_batch
+from cdc_ingest.changes import mark_applied_offsets, resolve_changes
+from cdc_ingest.checkpoint_store import CheckpointState, CheckpointStore
 from cdc_ingest.ddl_history import record_ddl
-from cdc_ingest.dead_letters import write_dead_letters
+from cdc_ingest.dead_letters import decode_error_samples, write_dead_letters
 from cdc_ingest.evolving_apply import TableContext, apply_with_ddl
 from cdc_ingest.formats import load_decoder
-from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder
+from cdc_ingest.formats.base import DELETE, UPSERT, Decoder
+from cdc_ingest.inventory import Batch, FileStats, Inventory, cached_columns, take_inventory
 from cdc_ingest.landing import list_landed
 from cdc_ingest.reader import read_lines, to_records
 from cdc_ingest.schema_evolution import (
@@ -32,8 +36,8 @@ from cdc_ingest.schema_evolution import (
 )
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.summary import RunSummary, TableSummary
-from cdc_ingest.tables import ensure_system_tables, qualified
-from cdc_ingest.target_schema import TargetInventory, image_sample, prepare_target, table_keys
+from cdc_ingest.tables import CHECKPOINTS, ensure_system_tables, existing_tables, qualified
+from cdc_ingest.target_schema import TargetInventory, prepare_target, table_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,32 +53,108 @@ def _maybe_die(step: str) -> None:
         os._exit(99)
 
 
-def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> RunSummary:
+class RunRefused(RuntimeError):
+    """The run's options cannot be honoured in the pipeline's current state."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one run differs from "apply every new file to every table".
+
+    Attributes:
+        tables: apply only these target tables. The checkpoint is file-level, so the batch's
+            files are not marked applied: a later full run applies them to every table, and
+            re-applying them to these tables changes nothing (the ordering guards skip changes
+            not newer than what a table holds). Dead letters and DDL history are left to that
+            full run, so they are written once. Append-only (keyless) tables are not applied by
+            such a run: appends cannot be repeated safely. Refused while a batch is pending.
+        dry_run: read, decode and count; write nothing (no table, dead letter, batch row or
+            checkpoint; not even the system tables of a new namespace).
+        max_files: plan at most this many new files, the first in landing order.
+        run_id: the orchestrator's run id, stored in ``_cdc_batches``.
+    """
+
+    tables: tuple[str, ...] = ()
+    dry_run: bool = False
+    max_files: int | None = None
+    run_id: str | None = None
+
+
+class _Clock:
+    """Wall time of the run and of its phases."""
+
+    def __init__(self) -> None:
+        self.started = datetime.now(UTC)
+        self.start = self.last = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = round(now - self.last, 3)
+        self.last = now
+
+    def finish(self, summary: RunSummary) -> RunSummary:
+        summary.phase_seconds = dict(self.phases)
+        summary.finished_at = datetime.now(UTC).isoformat()
+        summary.duration_s = round(time.perf_counter() - self.start, 3)
+        return summary
+
+
+def run_pipeline(
+    spark: SparkSession, config: Config, pipeline_name: str, options: RunOptions | None = None
+) -> RunSummary:
     """Apply every landed file of a pipeline not applied yet, as one micro-batch.
+
+    Args:
+        spark: the session.
+        config: the pipelines file.
+        pipeline_name: the pipeline to run.
+        options: tables, dry run, file cap and run id (see :class:`RunOptions`).
 
     Raises:
         ConfigError: unknown pipeline.
         LandingError: the landing zone cannot be listed or a file cannot be read.
+        RunRefused: ``tables`` given while a batch is pending.
     """
+    options = options or RunOptions()
+    clock = _Clock()
     pipeline = config.pipeline(pipeline_name)
     decoder = load_decoder(pipeline.format, pipeline.options)
     catalog, namespace = config.catalog.name, pipeline.namespace
     listing = list_landed(pipeline.landing)
     configure_catalog(spark, config.catalog)
-    existing = ensure_system_tables(spark, catalog, namespace)
+    if options.dry_run:
+        existing = existing_tables(spark, catalog, namespace)
+    else:
+        existing = ensure_system_tables(spark, catalog, namespace)
     store = CheckpointStore(spark, catalog, namespace, pipeline.name)
-    state = store.load()
-    plan = store.plan(listing, state)
-    summary = RunSummary(pipeline=pipeline.name)
+    state = store.load() if CHECKPOINTS in existing else CheckpointState()
+    if options.tables and state.pending_batch_id is not None:
+        raise RunRefused(
+            f"batch {state.pending_batch_id} was planned and not committed: "
+            "run without tables to finish it first"
+        )
+    plan = store.plan(listing, state, options.max_files)
+    clock.lap("plan")
+    summary = RunSummary(
+        pipeline=pipeline.name,
+        dry_run=options.dry_run,
+        only_tables=sorted(set(options.tables)),
+        max_files=options.max_files,
+        deferred_files=plan.deferred,
+        started_at=clock.started.isoformat(),
+    )
     if plan.empty:
-        return summary
+        return clock.finish(summary)
     summary.batch_id, summary.resumed = plan.batch_id, plan.resumed
     summary.files = [f.uri for f in plan.files]
     summary.duplicate_files = dict(plan.duplicates)
+    # Only a full, real run is a batch of the checkpoint: planned first, committed last.
+    commits = not options.dry_run and not options.tables
     stats = FileStats()
     with ThreadPoolExecutor(max_workers=1) as pool:
         planned: Future[None] | None = None
-        if not plan.resumed and plan.files:
+        if commits and not plan.resumed and plan.files:
             # The plan's commit overlaps the batch's first pass, which changes no table; it is
             # awaited before any table is created or changed.
             planned = pool.submit(store.record_planned, plan)
@@ -92,200 +172,78 @@ def run_pipeline(spark: SparkSession, config: Config, pipeline_name: str) -> Run
                 decoder.deletes_without_table,
                 decoder.keyless_tables_append_only,
             )
-            cached = _batch(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
+            cached = cached_columns(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
             batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
-            inventory = _inventory(batch, summary, stats)
+            inventory = take_inventory(batch, summary, stats)
+            clock.lap("decode")
             if planned is not None:
                 planned.result()
             _maybe_die("after_plan")
+            dead: list[DataFrame] = []
             events = collect_ddl(cached) if summary.ddl_recorded else []
-            try:
-                check_policy(spark, catalog, pipeline, batch.existing, inventory.tables, events)
-            except SchemaChangeRefused:
-                record_ddl(
-                    spark,
-                    catalog,
-                    namespace,
-                    pipeline.name,
-                    plan.batch_id,
-                    cached,
-                    summary.files,
-                    events,
+            if not options.dry_run:
+                try:
+                    check_policy(spark, catalog, pipeline, existing, inventory.tables, events)
+                except SchemaChangeRefused:
+                    if commits:
+                        record_ddl(
+                            spark,
+                            catalog,
+                            namespace,
+                            pipeline.name,
+                            plan.batch_id,
+                            cached,
+                            summary.files,
+                            events,
+                        )
+                    raise
+            if options.dry_run:
+                _dry_run_tables(inventory, existing, summary)
+                summary.dead_letter_samples = decode_error_samples(batch, summary.files)
+            else:
+                dead = _apply_all(
+                    spark, config, pipeline.name, decoder, batch, inventory, summary, events
                 )
-                raise
-            dead = _apply_all(
-                spark, config, pipeline.name, decoder, batch, inventory, summary, events
-            )
-            _maybe_die("after_tables")
-            write_dead_letters(
-                spark,
-                catalog,
-                namespace,
-                pipeline.name,
-                plan.batch_id,
-                cached,
-                landed,
-                dead,
-                summary,
-            )
-            if summary.ddl_recorded:
-                summary.add_ddl_outcomes(events)
-                record_ddl(
-                    spark,
-                    catalog,
-                    namespace,
-                    pipeline.name,
-                    plan.batch_id,
-                    cached,
-                    summary.files,
-                    events,
+                clock.lap("apply")
+                _maybe_die("after_tables")
+            if commits:
+                write_dead_letters(
+                    spark, catalog, namespace, pipeline.name, batch, landed, dead, summary
                 )
+                if summary.ddl_recorded:
+                    summary.add_ddl_outcomes(events)
+                    record_ddl(
+                        spark,
+                        catalog,
+                        namespace,
+                        pipeline.name,
+                        plan.batch_id,
+                        cached,
+                        summary.files,
+                        events,
+                    )
+                clock.lap("dead_letters")
             cached.unpersist()
-    _maybe_die("before_checkpoint")
     offsets = stats.offsets() if pipeline.envelope == "kafka" else []
-    store.record_committed(plan, offsets, stats.records, summary.to_json())
+    summary.kafka_offsets = [
+        {"file": summary.files[i], "topic": t, "partition": p, "min_offset": lo, "max_offset": hi}
+        | {"records": n}
+        for i, t, p, lo, hi, n in offsets
+    ]
+    clock.finish(summary)
+    if options.dry_run:
+        return summary
+    record_batch(spark, catalog, namespace, summary, options.run_id)
+    if commits:
+        _maybe_die("before_checkpoint")
+        store.record_committed(plan, offsets, stats.records, summary.to_json())
     return summary
 
 
-@dataclass(frozen=True)
-class Batch:
-    """One batch's decoded records.
-
-    Attributes:
-        batch_id: the batch.
-        resolved: every record, decoded (not cached: reading it re-reads and re-parses the files).
-        cached: the columns the rest of the job needs, cached; ``raw`` only for decode errors.
-        existing: tables of the namespace when the run started.
-        catalog: the catalog.
-        namespace: the pipeline's namespace.
-    """
-
-    batch_id: int
-    resolved: DataFrame
-    cached: DataFrame
-    existing: set[str]
-    catalog: str
-    namespace: str
-
-
-@dataclass(frozen=True)
-class Inventory:
-    """The batch's target tables and how many changes each receives."""
-
-    tables: dict[str, TargetInventory]
-    rows: dict[str, int]
-    # Deletes that name no table, and their key columns: they apply to every table keyed so.
-    tableless_deletes: int = 0
-    tableless_keys: tuple[str, ...] = ()
-
-
-@dataclass
-class FileStats:
-    """Records per file and, for Kafka envelopes, offsets per file and topic partition."""
-
-    records: dict[int, int] = field(default_factory=dict)
-    ranges: dict[tuple[int, str, int], list[int]] = field(default_factory=dict)
-
-    def add(self, row: Row) -> None:
-        """Fold in one inventory row."""
-        idx = row["_cdc_file_idx"]
-        self.records[idx] = self.records.get(idx, 0) + row["count"]
-        if row["kafka_topic"] is None or row["lo"] is None:
-            return
-        part = (idx, row["kafka_topic"], row["kafka_partition"])
-        lo, hi, n = self.ranges.get(part, [row["lo"], row["hi"], 0])
-        self.ranges[part] = [min(lo, row["lo"]), max(hi, row["hi"]), n + row["count"]]
-
-    def offsets(self) -> list[tuple[int, str, int, int, int, int]]:
-        """(file_idx, topic, partition, min_offset, max_offset, records) per file and partition."""
-        return [(i, t, p, lo, hi, n) for (i, t, p), (lo, hi, n) in self.ranges.items()]
-
-
-def _batch(resolved: DataFrame, decoder: Decoder) -> DataFrame:
-    """The columns to cache: what inventory, apply, dead letters and file stats read."""
-    return resolved.select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "kafka_topic",
-        "kafka_partition",
-        "kafka_offset",
-        "op",
-        "image",
-        "key_values",
-        "row_in_message",
-        "event_ms",
-        "ddl",
-        "schema_hint",
-        "_cdc_kind",
-        "_cdc_target",
-        "_cdc_source",
-        "_cdc_keys",
-        "_cdc_key",
-        "_cdc_order",
-        "_cdc_error",
-        F.when(F.col("_cdc_error").isNotNull(), F.col("raw")).alias("raw"),
-        image_sample(decoder),
-    )
-
-
-def _inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory:
-    """Count the batch and list its target tables, in one pass that also caches the batch."""
-    ok = F.col("_cdc_error").isNull()
-    is_change = ok & F.col("_cdc_kind").isin(UPSERT, DELETE)
-    inventory_rows = (
-        batch.cached.groupBy(
-            F.col("_cdc_file_idx"),
-            F.col("kafka_topic"),
-            F.col("kafka_partition"),
-            F.col("_cdc_kind"),
-            ok.alias("ok"),
-            F.when(is_change, F.col("_cdc_target")).alias("target"),
-            F.when(is_change, F.col("_cdc_keys")).alias("keys"),
-            F.when(is_change, F.map_keys("image")).alias("columns"),
-            F.when(is_change, F.col("schema_hint")).alias("hint"),
-            (F.col("row_in_message") == 0).alias("first_row"),
-        )
-        .agg(
-            F.count(F.lit(1)).alias("count"),
-            F.min("kafka_offset").alias("lo"),
-            F.max("kafka_offset").alias("hi"),
-            F.max(F.when(ok, F.col("event_ms"))).alias("newest"),
-        )
-        .collect()
-    )
-    inventories: dict[str, TargetInventory] = {}
-    rows: dict[str, int] = {}
-    tableless, tableless_keys = 0, tuple[str, ...]()
-    for row in inventory_rows:
-        stats.add(row)
-        summary.records += row["count"]
-        if row["first_row"]:
-            summary.lines += row["count"]
-        if row["newest"] is not None:
-            summary.freshness_ms = max(summary.freshness_ms or 0, row["newest"])
-        if not row["ok"]:
-            summary.dead_lettered += row["count"]
-            continue
-        summary.messages += row["count"]
-        if row["_cdc_kind"] in (NOOP, DDL):
-            summary.no_row_change += row["count"]
-        if row["_cdc_kind"] == DDL:
-            summary.ddl_recorded += row["count"]
-        elif row["_cdc_kind"] == DUPLICATE:
-            summary.already_applied += row["count"]
-        if row["target"] is None:
-            if row["_cdc_kind"] == DELETE and row["keys"] is not None:
-                tableless += row["count"]
-                tableless_keys = tuple(row["keys"])
-            continue
-        rows[row["target"]] = rows.get(row["target"], 0) + row["count"]
-        inv = inventories.setdefault(row["target"], TargetInventory(row["target"]))
-        inv.keys = inv.keys or tuple(row["keys"])
-        inv.add_columns(list(row["columns"] or []))
-        if row["hint"] is not None and row["hint"] not in inv.hints:
-            inv.hints.append(row["hint"])
-    summary.deletes_without_table = tableless
-    return Inventory(inventories, rows, tableless, tableless_keys)
+def _dry_run_tables(inventory: Inventory, existing: set[str], summary: RunSummary) -> None:
+    """What a dry run reports per table: the changes aimed at it, and whether it is new."""
+    for name, count in inventory.rows.items():
+        summary.tables[name] = TableSummary(name, messages=count, created=name not in existing)
 
 
 def _fan_out_tableless_deletes(spark: SparkSession, batch: Batch, inventory: Inventory) -> set[str]:
@@ -319,9 +277,14 @@ def _apply_all(
     summary: RunSummary,
     events: list[DdlEvent],
 ) -> list[DataFrame]:
-    """Prepare every target table and apply its changes and statements; returns typing errors."""
-    pipeline = config.pipeline(pipeline_name)
-    evolve = pipeline.schema_changes == EVOLVE
+    """Prepare every target table and apply its changes and statements; returns typing errors.
+
+    A run restricted to some tables (``summary.only_tables``) applies those of them that the batch
+    changes and that have a key, and says in ``summary.skipped_tables`` why it skipped the others.
+    Tables with DDL in the batch come first, in stream order: a renamed table must be renamed
+    before the rows that already carry its new name are applied.
+    """
+    evolve = config.pipeline(pipeline_name).schema_changes == EVOLVE
     is_change = F.col("_cdc_error").isNull() & F.col("_cdc_kind").isin(UPSERT, DELETE)
     dead: list[DataFrame] = []
     changes = batch.cached.where(is_change)
@@ -329,6 +292,9 @@ def _apply_all(
     if inventory.tableless_deletes:
         fan_out = _fan_out_tableless_deletes(spark, batch, inventory)
         summary.deletes_without_table_tables = sorted(fan_out)
+    only = set(summary.only_tables)
+    for name in sorted(only - set(inventory.tables)):
+        summary.skipped_tables[name] = "no changes in these files"
     by_table: dict[str, list[DdlEvent]] = {}
     for event in events if evolve else []:
         by_table.setdefault(event.target, []).append(event)
@@ -342,17 +308,21 @@ def _apply_all(
         batch.resolved,
         batch.batch_id,
     )
-    # Tables with statements first, in stream order: a renamed table must be renamed before the
-    # rows that already carry its new name are applied.
     ordered = sorted(by_table, key=lambda n: by_table[n][0].position)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
     for name in ordered:
         base = inventory.tables.get(name) or TargetInventory(name)
+        if only and name not in only:
+            continue
+        if only and not _keyed(spark, batch, base):
+            summary.skipped_tables[name] = "append-only: only a full run appends its rows"
+            continue
         if name in by_table:
             table_summary, errors = apply_with_ddl(ctx, name, by_table[name], changes, base)
             dead += errors
         else:
-            table_summary, bad = _apply_plain(ctx, name, base, inventory, changes, fan_out, evolve)
+            rows = inventory.rows.get(name, 0)
+            table_summary, bad = _apply_plain(ctx, base, rows, changes, name in fan_out, evolve)
             dead.append(bad)
             if not evolve:
                 identifier = qualified(ctx.catalog, ctx.namespace, name)
@@ -366,11 +336,10 @@ def _apply_all(
 
 def _apply_plain(
     ctx: TableContext,
-    name: str,
     base: TargetInventory,
-    inventory: Inventory,
+    rows: int,
     changes: DataFrame,
-    fan_out: set[str],
+    fan_out: bool,
     evolve: bool,
 ) -> tuple[TableSummary, DataFrame]:
     """One table without statements in the batch: one segment."""
@@ -385,11 +354,10 @@ def _apply_plain(
         ctx.resolved,
         evolve,
     )
-    ctx.existing.add(name)
+    ctx.existing.add(base.name)
     mine = changes
-    if name in fan_out:
-        mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(name)))
-    rows = inventory.rows.get(name, 0)
+    if fan_out:
+        mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(base.name)))
     if target.keys:
         table_summary, bad = apply_table(ctx.spark, mine, target, ctx.batch_id, rows, created)
     else:
@@ -397,3 +365,12 @@ def _apply_plain(
         table_summary.append_only = True
     table_summary.created = created
     return table_summary, bad
+
+
+def _keyed(spark: SparkSession, batch: Batch, inventory: TargetInventory) -> bool:
+    """Whether a target table has a key (else it is append-only), without creating it."""
+    if inventory.keys:
+        return True
+    if inventory.name not in batch.existing:
+        return False
+    return bool(table_keys(spark, qualified(batch.catalog, batch.namespace, inventory.name)))

@@ -66,6 +66,24 @@ class RunSummary:
     deletes_without_table_tables: list[str] = field(default_factory=list)
     tables: dict[str, TableSummary] = field(default_factory=dict)
     dead_letter_samples: list[str] = field(default_factory=list)
+    # Run options: a dry run writes nothing; ``only_tables`` applies those tables and leaves the
+    # batch's files pending; ``max_files`` caps the new files planned (``deferred_files`` wait).
+    dry_run: bool = False
+    only_tables: list[str] = field(default_factory=list)
+    skipped_tables: dict[str, str] = field(default_factory=dict)  # table -> why not applied
+    max_files: int | None = None
+    deferred_files: int = 0
+    # {file, topic, partition, min_offset, max_offset, records} per file and topic partition.
+    kafka_offsets: list[dict[str, Any]] = field(default_factory=list)
+    started_at: str | None = None  # ISO 8601, UTC
+    finished_at: str | None = None
+    duration_s: float | None = None
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def partial(self) -> bool:
+        """Whether only some tables were applied (the files stay pending for the others)."""
+        return bool(self.only_tables)
 
     def add_ddl_outcomes(self, events: list[Any]) -> None:
         """Count and describe what became of the batch's DDL records (``DdlEvent`` objects)."""
@@ -95,6 +113,19 @@ class RunSummary:
             f"{self.dead_lettered} dead-lettered"
         )
         lines = [head]
+        if self.dry_run:
+            lines.append(
+                "  dry run: decoded and counted; no table, dead letter or checkpoint written"
+            )
+        if self.only_tables:
+            lines.append(
+                f"  only tables {', '.join(self.only_tables)}: files stay pending for a full run"
+            )
+        lines += [f"  not applied: {t} ({why})" for t, why in sorted(self.skipped_tables.items())]
+        if self.deferred_files:
+            lines.append(
+                f"  max files {self.max_files}: {self.deferred_files} new files left for later"
+            )
         if self.freshness_ms is not None:
             fresh = datetime.fromtimestamp(self.freshness_ms / 1000, UTC)
             lines.append(f"  freshness: source events up to {fresh.isoformat()}")
@@ -127,6 +158,10 @@ class RunSummary:
             )
         for name in sorted(self.tables):
             t = self.tables[name]
+            if self.dry_run:
+                created = " (would be created)" if t.created else ""
+                lines.append(f"  {name}{created}: {t.messages} changes")
+                continue
             if t.append_only:
                 lines.append(
                     f"  {name}{' (created)' if t.created else ''} (append-only: no key): "

@@ -30,6 +30,7 @@ DEAD_LETTERS = "_cdc_dead_letters"
 CHECKPOINTS = "_cdc_checkpoints"
 TOMBSTONES = "_cdc_tombstones"
 DDL_HISTORY = "_cdc_ddl_history"
+BATCHES = "_cdc_batches"
 
 SYSTEM_TABLES: dict[str, str] = {
     DEAD_LETTERS: (
@@ -51,6 +52,16 @@ SYSTEM_TABLES: dict[str, str] = {
         "pipeline string, batch_id bigint, file string, line bigint, source_table string, "
         f"target_table string, op string, statement string, event_time timestamp, "
         f"{ORDER_COLUMN} array<bigint>, status string, detail string, recorded_at timestamp"
+    ),
+    # One row per batch (and per partial run): what it read, did and took; see ``batches``.
+    BATCHES: (
+        "pipeline string, batch_id bigint, partial boolean, only_tables array<string>, "
+        "resumed boolean, run_id string, started_at timestamp, finished_at timestamp, "
+        "duration_s double, phase_seconds string, files array<string>, duplicate_files int, "
+        "kafka_offsets string, lines bigint, records bigint, messages bigint, "
+        "dead_lettered bigint, no_row_change bigint, ddl_recorded bigint, inserted bigint, "
+        "updated bigint, deleted bigint, table_counts string, freshness_ms bigint, "
+        "freshness timestamp, summary string, recorded_at timestamp"
     ),
 }
 
@@ -85,6 +96,14 @@ def ensure_system_tables(spark: SparkSession, catalog: str, namespace: str) -> s
                 f"USING iceberg TBLPROPERTIES ({_properties()})"
             )
     return existing | set(SYSTEM_TABLES)
+
+
+def existing_tables(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
+    """Names of the tables in a namespace, empty if the namespace does not exist; creates none."""
+    namespaces = spark.sql(f"SHOW NAMESPACES IN {quote(catalog)}").collect()
+    if namespace not in {row[0] for row in namespaces}:
+        return set()
+    return table_names(spark, catalog, namespace)
 
 
 def table_names(spark: SparkSession, catalog: str, namespace: str) -> set[str]:

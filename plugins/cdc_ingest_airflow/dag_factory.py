@@ -1,8 +1,20 @@
 """One Airflow DAG per pipeline of a cdc-ingest pipelines file.
 
-Each DAG has a single ``apply_batch`` task: the Spark provider's ``SparkSubmitOperator`` running
-``jobs/ingest_job.py run --config <file> --pipeline <name>``. The job itself decides which landed
-files are new, so a run is one micro-batch and at most one run per pipeline is active at a time.
+Each DAG runs three tasks:
+
+- ``check_landing`` (short-circuit, no JVM): lists the landing zone and compares it with the
+  files committed in ``_cdc_checkpoints`` (pyiceberg); with nothing new, the rest is skipped and
+  Spark never starts.
+- ``apply_batch``: the Spark provider's ``SparkSubmitOperator`` running
+  ``jobs/ingest_job.py run --config <file> --pipeline <name>`` plus the run's Params as flags. The
+  job itself decides which landed files are new, so a run is one micro-batch and at most one run
+  per pipeline is active at a time.
+- ``batch_summary`` (no JVM): reads the batch's row of ``_cdc_batches`` and returns its summary
+  as the task's XCom.
+
+Params, validated in the trigger form: ``tables`` (apply only these tables), ``dry_run`` (decode
+and report, write nothing), ``max_files`` (cap the files planned); see
+``cdc_ingest.job.RunOptions``.
 
 Parsing a DAG file must stay cheap and must not need Spark: nothing here imports pyspark, and the
 job's jars are looked up when the task is rendered on the worker (the ``cdc_ingest_jars`` macro),
@@ -22,16 +34,23 @@ import functools
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG
+from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
+from airflow.sdk import DAG, Param
 from cdc_ingest.config import CatalogConfig, Config, PipelineConfig, load_config
 from cdc_ingest.spark_session import catalog_conf, job_jars, session_conf
 
+from cdc_ingest_airflow.lake_state import batch_summary, has_new_files
+
 DAG_ID_PREFIX = "ingest_"
 TASK_ID = "apply_batch"
+CHECK_TASK_ID = "check_landing"
+SUMMARY_TASK_ID = "batch_summary"
 TAG = "cdc-ingest"
 JARS_MACRO = "cdc_ingest_jars"
 RETRY_DELAY = timedelta(minutes=2)
@@ -111,6 +130,52 @@ def _env_vars(jobs: Path) -> dict[str, str]:
     }
 
 
+def params() -> dict[str, Param]:
+    """The Params every ingest DAG declares (validated by Airflow, shown in the trigger form)."""
+    return {
+        "tables": Param(
+            [],
+            type="array",
+            items={"type": "string", "pattern": "^[A-Za-z0-9_]+$"},
+            uniqueItems=True,
+            title="Tables",
+            description=(
+                "Apply only these target tables (empty: all). The batch's files stay pending, "
+                "and the next full run applies them to every table."
+            ),
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Decode and report; write no table, dead letter or checkpoint.",
+        ),
+        "max_files": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Max files",
+            description="Plan at most this many new files, oldest first (empty: all).",
+        ),
+    }
+
+
+# The flags of ``cdc-ingest run`` that carry the Params; empty values mean "not set".
+PARAM_ARGS = [
+    "--tables={{ params.tables | join(',') }}",
+    "--max-files={{ params.max_files if params.max_files is not none else '' }}",
+    "--dry-run={{ 'true' if params.dry_run else 'false' }}",
+    "--run-id={{ run_id }}",
+]
+
+
+def report(
+    config_path: str, pipeline_name: str, run_id: str, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``batch_summary`` task: this run's batch summary, from ``_cdc_batches``."""
+    return batch_summary(config_path, pipeline_name, run_id, bool(params.get("dry_run")))
+
+
 def _doc_md(config: Config, pipeline: PipelineConfig, application: Path) -> str:
     keys = ", ".join(f"{t}: {list(c)}" for t, c in pipeline.keys.items()) or "none configured"
     return (
@@ -129,7 +194,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         pipeline: the pipeline this DAG runs.
 
     Returns:
-        A DAG ``ingest_<pipeline>`` with the single task ``apply_batch``.
+        A DAG ``ingest_<pipeline>``: ``check_landing`` >> ``apply_batch`` >> ``batch_summary``.
 
     Raises:
         DeploymentError: if ``jobs/ingest_job.py`` cannot be located.
@@ -151,11 +216,23 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         tags=[TAG, pipeline.format],
         user_defined_macros={JARS_MACRO: functools.partial(submit_jars, config.catalog)},
         doc_md=_doc_md(config, pipeline, application),
+        params=params(),
     ) as dag:
-        SparkSubmitOperator(
+        where = {"config_path": config_path, "pipeline_name": pipeline.name}
+        check = ShortCircuitOperator(
+            task_id=CHECK_TASK_ID, python_callable=has_new_files, op_kwargs=where
+        )
+        apply = SparkSubmitOperator(
             task_id=TASK_ID,
             application=str(application),
-            application_args=["run", "--config", config_path, "--pipeline", pipeline.name],
+            application_args=[
+                "run",
+                "--config",
+                config_path,
+                "--pipeline",
+                pipeline.name,
+                *PARAM_ARGS,
+            ],
             conn_id=config.spark.conn_id,
             jars="{{ " + JARS_MACRO + "() }}",
             conf=_spark_conf(config),
@@ -163,6 +240,8 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             name=f"cdc-ingest-{pipeline.name}",
             verbose=False,
         )
+        summary = PythonOperator(task_id=SUMMARY_TASK_ID, python_callable=report, op_kwargs=where)
+        check >> apply >> summary
     return dag
 
 

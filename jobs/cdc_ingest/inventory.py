@@ -1,0 +1,154 @@
+"""A batch's decoded records and its first pass: counts, target tables, file statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+
+from cdc_ingest.changes import DUPLICATE
+from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder
+from cdc_ingest.summary import RunSummary
+from cdc_ingest.target_schema import TargetInventory, image_sample
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch's decoded records.
+
+    Attributes:
+        batch_id: the batch.
+        resolved: every record, decoded (not cached: reading it re-reads and re-parses the files).
+        cached: the columns the rest of the job needs, cached; ``raw`` only for decode errors.
+        existing: tables of the namespace when the run started.
+        catalog: the catalog.
+        namespace: the pipeline's namespace.
+    """
+
+    batch_id: int
+    resolved: DataFrame
+    cached: DataFrame
+    existing: set[str]
+    catalog: str
+    namespace: str
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The batch's target tables and how many changes each receives."""
+
+    tables: dict[str, TargetInventory]
+    rows: dict[str, int]
+    # Deletes that name no table, and their key columns: they apply to every table keyed so.
+    tableless_deletes: int = 0
+    tableless_keys: tuple[str, ...] = ()
+
+
+@dataclass
+class FileStats:
+    """Records per file and, for Kafka envelopes, offsets per file and topic partition."""
+
+    records: dict[int, int] = field(default_factory=dict)
+    ranges: dict[tuple[int, str, int], list[int]] = field(default_factory=dict)
+
+    def add(self, row: Row) -> None:
+        """Fold in one inventory row."""
+        idx = row["_cdc_file_idx"]
+        self.records[idx] = self.records.get(idx, 0) + row["count"]
+        if row["kafka_topic"] is None or row["lo"] is None:
+            return
+        part = (idx, row["kafka_topic"], row["kafka_partition"])
+        lo, hi, n = self.ranges.get(part, [row["lo"], row["hi"], 0])
+        self.ranges[part] = [min(lo, row["lo"]), max(hi, row["hi"]), n + row["count"]]
+
+    def offsets(self) -> list[tuple[int, str, int, int, int, int]]:
+        """(file_idx, topic, partition, min_offset, max_offset, records) per file and partition."""
+        return [(i, t, p, lo, hi, n) for (i, t, p), (lo, hi, n) in self.ranges.items()]
+
+
+def cached_columns(resolved: DataFrame, decoder: Decoder) -> DataFrame:
+    """The columns to cache: what inventory, apply, dead letters and file stats read."""
+    return resolved.select(
+        "_cdc_file_idx",
+        "_cdc_line",
+        "kafka_topic",
+        "kafka_partition",
+        "kafka_offset",
+        "op",
+        "image",
+        "key_values",
+        "row_in_message",
+        "event_ms",
+        "ddl",
+        "schema_hint",
+        "_cdc_kind",
+        "_cdc_target",
+        "_cdc_source",
+        "_cdc_keys",
+        "_cdc_key",
+        "_cdc_order",
+        "_cdc_error",
+        F.when(F.col("_cdc_error").isNotNull(), F.col("raw")).alias("raw"),
+        image_sample(decoder),
+    )
+
+
+def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory:
+    """Count the batch and list its target tables, in one pass that also caches the batch."""
+    ok = F.col("_cdc_error").isNull()
+    is_change = ok & F.col("_cdc_kind").isin(UPSERT, DELETE)
+    inventory_rows = (
+        batch.cached.groupBy(
+            F.col("_cdc_file_idx"),
+            F.col("kafka_topic"),
+            F.col("kafka_partition"),
+            F.col("_cdc_kind"),
+            ok.alias("ok"),
+            F.when(is_change, F.col("_cdc_target")).alias("target"),
+            F.when(is_change, F.col("_cdc_keys")).alias("keys"),
+            F.when(is_change, F.map_keys("image")).alias("columns"),
+            F.when(is_change, F.col("schema_hint")).alias("hint"),
+            (F.col("row_in_message") == 0).alias("first_row"),
+        )
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.min("kafka_offset").alias("lo"),
+            F.max("kafka_offset").alias("hi"),
+            F.max(F.when(ok, F.col("event_ms"))).alias("newest"),
+        )
+        .collect()
+    )
+    inventories: dict[str, TargetInventory] = {}
+    rows: dict[str, int] = {}
+    tableless, tableless_keys = 0, tuple[str, ...]()
+    for row in inventory_rows:
+        stats.add(row)
+        summary.records += row["count"]
+        if row["first_row"]:
+            summary.lines += row["count"]
+        if row["newest"] is not None:
+            summary.freshness_ms = max(summary.freshness_ms or 0, row["newest"])
+        if not row["ok"]:
+            summary.dead_lettered += row["count"]
+            continue
+        summary.messages += row["count"]
+        if row["_cdc_kind"] in (NOOP, DDL):
+            summary.no_row_change += row["count"]
+        if row["_cdc_kind"] == DDL:
+            summary.ddl_recorded += row["count"]
+        elif row["_cdc_kind"] == DUPLICATE:
+            summary.already_applied += row["count"]
+        if row["target"] is None:
+            if row["_cdc_kind"] == DELETE and row["keys"] is not None:
+                tableless += row["count"]
+                tableless_keys = tuple(row["keys"])
+            continue
+        rows[row["target"]] = rows.get(row["target"], 0) + row["count"]
+        inv = inventories.setdefault(row["target"], TargetInventory(row["target"]))
+        inv.keys = inv.keys or tuple(row["keys"])
+        inv.add_columns(list(row["columns"] or []))
+        if row["hint"] is not None and row["hint"] not in inv.hints:
+            inv.hints.append(row["hint"])
+    summary.deletes_without_table = tableless
+    return Inventory(inventories, rows, tableless, tableless_keys)

@@ -1,0 +1,107 @@
+"""What an ingest DAG's cheap tasks read from the catalog, with pyiceberg: no JVM, no pyspark.
+
+- :func:`has_new_files` (the ``check_landing`` short-circuit task): is there anything for Spark to
+  do? Lists the landing zone and compares it with the pipeline's committed files in
+  ``_cdc_checkpoints``.
+- :func:`batch_summary` (the ``batch_summary`` task): the summary of the batch that this DAG run's
+  ``apply_batch`` recorded in ``_cdc_batches``, returned as the task's XCom.
+
+pyiceberg is imported when a task runs, never while the DAG file is parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from cdc_ingest.checkpoint_store import APPLIED, COMMITTED, DUPLICATE, PLANNED
+from cdc_ingest.config import Config, load_config
+from cdc_ingest.landing import list_landed
+from cdc_ingest.tables import BATCHES, CHECKPOINTS
+
+log = logging.getLogger(__name__)
+
+
+def _pipeline_rows(
+    config: Config, namespace: str, table: str, pipeline: str, fields: tuple[str, ...]
+) -> list[dict[str, Any]] | None:
+    """A pipeline's rows of a system table; None if the table does not exist yet."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    catalog = SqlCatalog(
+        config.catalog.name, uri=config.catalog.uri, warehouse=config.catalog.warehouse
+    )
+    try:
+        loaded = catalog.load_table((namespace, table))
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None
+    # Pipeline names are [a-z0-9_]+ (checked when the config loads): safe inside quotes.
+    scan = loaded.scan(row_filter=f"pipeline == '{pipeline}'", selected_fields=fields)
+    rows: list[dict[str, Any]] = scan.to_arrow().to_pylist()
+    return rows
+
+
+def new_files(config: Config, pipeline_name: str) -> list[str] | None:
+    """Landed files the pipeline has not committed; None when a planned batch awaits its commit.
+
+    Raises:
+        ConfigError: unknown pipeline.
+        LandingError: the landing zone cannot be listed.
+    """
+    pipeline = config.pipeline(pipeline_name)
+    landed = list_landed(pipeline.landing)
+    rows = _pipeline_rows(
+        config, pipeline.namespace, CHECKPOINTS, pipeline.name, ("batch_id", "status", "file")
+    )
+    if rows is None:
+        return [f.uri for f in landed]
+    committed = {r["batch_id"] for r in rows if r["status"] == COMMITTED}
+    if any(r["status"] == PLANNED and r["batch_id"] not in committed for r in rows):
+        return None
+    seen = {
+        r["file"]
+        for r in rows
+        if r["batch_id"] in committed and r["status"] in (APPLIED, DUPLICATE)
+    }
+    return [f.uri for f in landed if f.uri not in seen]
+
+
+def has_new_files(config_path: str, pipeline_name: str) -> bool:
+    """Whether ``apply_batch`` has work: new landed files, or a batch to resume.
+
+    A file landing again under a new name counts as new here (telling needs its content hash);
+    the job then records it as a duplicate without applying it.
+    """
+    files = new_files(load_config(config_path), pipeline_name)
+    if files is None:
+        log.info("pipeline %s: a planned batch awaits its commit: resuming it", pipeline_name)
+        return True
+    log.info("pipeline %s: %d new landed files %s", pipeline_name, len(files), files[:20])
+    return bool(files)
+
+
+def batch_summary(
+    config_path: str, pipeline_name: str, run_id: str, dry_run: bool = False
+) -> dict[str, Any]:
+    """The summary (``RunSummary.to_json()``) recorded in ``_cdc_batches`` by this DAG run.
+
+    When the run recorded no row (nothing new, a dry run, or a resumed batch whose row an earlier
+    run wrote) the result has ``batch_id`` None and says why in ``note``.
+    """
+    config = load_config(config_path)
+    pipeline = config.pipeline(pipeline_name)
+    rows = _pipeline_rows(
+        config, pipeline.namespace, BATCHES, pipeline.name, ("run_id", "recorded_at", "summary")
+    )
+    mine = [r for r in rows or [] if r["run_id"] == run_id]
+    if mine:
+        summary: dict[str, Any] = json.loads(max(mine, key=lambda r: r["recorded_at"])["summary"])
+        return summary
+    note = (
+        "dry run: nothing recorded, the summary is in apply_batch's log"
+        if dry_run
+        else "no batch recorded by this run"
+    )
+    return {"pipeline": pipeline.name, "batch_id": None, "dry_run": dry_run, "note": note}
