@@ -17,7 +17,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "demo"
 FIXTURES = REPO / "tests" / "fixtures"
-SUMMARY_MARKS = (" messages -> ", "freshness:", "dead letters (", ".json")
+SUMMARY_MARKS = (" messages -> ", "freshness:", "dead letters (", ".json", "DDL", " -> ")
 
 PIPELINES = [
     {
@@ -97,6 +97,12 @@ PIPELINES = [
         ],
     },
     {"name": "aerospike", "format": "aerospike", "files": ["aerospike/write.jsonl"]},
+    # Schema change mid-stream: rows, then an ALTER TABLE ADD COLUMN, then rows that fill it.
+    {
+        "name": "canal_schema_change",
+        "format": "canal-json",
+        "files": ["canal-json/schema-change.jsonl"],
+    },
 ]
 
 
