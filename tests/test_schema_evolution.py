@@ -226,3 +226,31 @@ def test_a_wider_type_in_the_messages_widens_the_column_without_ddl(lake):
     types = {f.name: f.dataType.simpleString() for f in lake.table("orders").schema.fields}
     assert types["price"] == "decimal(9,2)"
     assert [str(r["price"]) for r in lake.rows("orders", "price")] == ["1.50", "1234567.25"]
+
+
+def test_a_dropped_source_table_is_kept_and_no_longer_changed_until_created_again(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [row("INSERT", {"id": 1, "v1": "a"})])
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [ddl("DROP TABLE orders", kind="ERASE"), row("INSERT", {"id": 2, "v1": "late"})],
+    )
+    dropped = lake.run("shop")
+    assert lake.rows("orders") == [{"id": 1, "v1": "a"}]
+    assert dropped.tables["orders"].source_dropped == 1
+    lake.land("shop", "003.json", [row("INSERT", {"id": 3, "v1": "later"})])
+    assert lake.run("shop").tables["orders"].source_dropped == 1
+    assert lake.rows("orders") == [{"id": 1, "v1": "a"}]
+    lake.land(
+        "shop",
+        "004.json",
+        [
+            ddl("CREATE TABLE orders (id INT PRIMARY KEY, v1 VARCHAR(10))", kind="CREATE"),
+            row("INSERT", {"id": 4, "v1": "new"}),
+        ],
+    )
+    lake.run("shop")
+    assert lake.rows("orders") == [{"id": 4, "v1": "new"}]
+    assert [h[1] for h in history(lake)] == ["applied", "applied"]

@@ -44,6 +44,7 @@ class TargetTable:
         keys: key (identifier) columns.
         columns: every source column and its type, after any additions by this batch.
         tombstones: quoted identifier of the namespace's ``_cdc_tombstones`` table.
+        source_dropped: whether the source dropped the table.
     """
 
     name: str
@@ -51,6 +52,8 @@ class TargetTable:
     keys: tuple[str, ...]
     columns: dict[str, ColumnType]
     tombstones: str
+    # The source dropped the table (DROP TABLE/ERASE): the mirror is kept and receives no changes.
+    source_dropped: bool = False
 
 
 def _raw(name: str, keys: tuple[str, ...]) -> Column:

@@ -26,7 +26,13 @@ from cdc_ingest.schema_evolution import (
 )
 from cdc_ingest.summary import TableSummary
 from cdc_ingest.tables import TOMBSTONES, create_target, qualified, quote
-from cdc_ingest.target_schema import KEYS_PROPERTY, TargetInventory, prepare_target, table_keys
+from cdc_ingest.target_schema import (
+    KEYS_PROPERTY,
+    SOURCE_DROPPED_PROPERTY,
+    TargetInventory,
+    prepare_target,
+    table_properties,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -75,6 +81,19 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
     identifier = qualified(ctx.catalog, ctx.namespace, name)
     [change] = [c for c in event.parsed.changes if c.action == table_level(event)]
     if change.action == CREATE_TABLE:
+        if name in ctx.existing and SOURCE_DROPPED_PROPERTY in table_properties(
+            ctx.spark, identifier
+        ):
+            # The source re-created a table it dropped: the new table starts empty.
+            ctx.spark.sql(f"DELETE FROM {identifier}")
+            ctx.spark.sql(
+                f"ALTER TABLE {identifier} UNSET TBLPROPERTIES ('{SOURCE_DROPPED_PROPERTY}')"
+            )
+            event.status = APPLIED
+            event.detail = (
+                "re-created by the source: the old rows were removed, changes apply again"
+            )
+            return
         if name in ctx.existing:
             event.status, event.detail = UNCHANGED, "the table exists already"
             return
@@ -99,8 +118,14 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
         ctx.existing.add(new)
         event.status, event.detail = APPLIED, f"renamed to {new}; later changes follow it"
     elif change.action == DROP_TABLE:
+        if name in ctx.existing:
+            position = ":".join(str(p) for p in (ctx.batch_id, *event.position))
+            ctx.spark.sql(
+                f"ALTER TABLE {identifier} SET TBLPROPERTIES "
+                f"('{SOURCE_DROPPED_PROPERTY}' = '{position}')"
+            )
         event.status = APPLIED
-        event.detail = "source table dropped: the mirror is kept; the batch's later changes skip it"
+        event.detail = "source table dropped: the mirror is kept and receives no more changes"
 
 
 def apply_with_ddl(
@@ -141,6 +166,10 @@ def apply_with_ddl(
                 ctx.resolved,
             )
             ctx.existing.add(name)
+            if target.source_dropped:
+                _add(total, TableSummary(name, messages=rows, source_dropped=rows))
+                rows = 0
+        if rows and not stopped:
             mine = segmented.where(F.col(SEGMENT) == index).drop(SEGMENT)
             if target.keys:
                 part, errors = apply_table(ctx.spark, mine, target, ctx.batch_id, rows, created)
@@ -154,14 +183,18 @@ def apply_with_ddl(
             break
         event = events[index]
         if stopped:
-            event.status, event.detail = UNCHANGED, "the table was dropped earlier in the batch"
+            event.status, event.detail = UNCHANGED, "the table was renamed earlier in the batch"
         elif table_level(event):
             _table_statement(ctx, name, event, base.keys)
-            stopped = table_level(event) in (DROP_TABLE, RENAME_TABLE)
+            stopped = table_level(event) == RENAME_TABLE
         elif name not in ctx.existing:
             event.status, event.detail = UNCHANGED, "no such table in the mirror yet"
         else:
             identifier = qualified(ctx.catalog, ctx.namespace, name)
-            keys = table_keys(ctx.spark, identifier)
+            properties = table_properties(ctx.spark, identifier)
+            if SOURCE_DROPPED_PROPERTY in properties:
+                event.status, event.detail = UNCHANGED, "the source dropped the table"
+                continue
+            keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k)
             event.status, event.detail = apply_statement(ctx.spark, identifier, keys, event)
     return total, bad

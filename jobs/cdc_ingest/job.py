@@ -323,7 +323,8 @@ def _apply_all(
         else:
             rows = inventory.rows.get(name, 0)
             table_summary, bad = _apply_plain(ctx, base, rows, changes, name in fan_out, evolve)
-            dead.append(bad)
+            if bad is not None:
+                dead.append(bad)
             if not evolve:
                 identifier = qualified(ctx.catalog, ctx.namespace, name)
                 summary.ignored_values += ignored_rows(spark, changes, name, identifier)
@@ -341,8 +342,8 @@ def _apply_plain(
     changes: DataFrame,
     fan_out: bool,
     evolve: bool,
-) -> tuple[TableSummary, DataFrame]:
-    """One table without statements in the batch: one segment."""
+) -> tuple[TableSummary, DataFrame | None]:
+    """One table without statements in the batch: one segment (none if its source was dropped)."""
     target, created = prepare_target(
         ctx.spark,
         ctx.catalog,
@@ -355,6 +356,8 @@ def _apply_plain(
         evolve,
     )
     ctx.existing.add(base.name)
+    if target.source_dropped:
+        return TableSummary(base.name, messages=rows, source_dropped=rows), None
     mine = changes
     if fan_out:
         mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(base.name)))

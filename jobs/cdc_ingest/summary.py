@@ -19,8 +19,8 @@ class TableSummary:
     """Changes to one mirrored table in one batch.
 
     ``messages`` = inserted + updated + deleted + deleted_absent + superseded + older
-    + append_only_deletes (+ dead_lettered, which are counted apart from messages in the run
-    totals).
+    + append_only_deletes + source_dropped (+ dead_lettered, which are counted apart from
+    messages in the run totals).
     """
 
     table: str
@@ -36,6 +36,8 @@ class TableSummary:
     # A table without a key keeps every row image it receives; its deletes are skipped.
     append_only: bool = False
     append_only_deletes: int = 0
+    # Changes to a table whose source was dropped (DROP TABLE/ERASE): not applied.
+    source_dropped: int = 0
 
 
 @dataclass
@@ -158,6 +160,12 @@ class RunSummary:
             )
         for name in sorted(self.tables):
             t = self.tables[name]
+            if t.source_dropped:
+                lines.append(
+                    f"  {name}: {t.messages} messages not applied: the source dropped the table "
+                    "(the mirror is kept; a CREATE TABLE of that name resumes it)"
+                )
+                continue
             if self.dry_run:
                 created = " (would be created)" if t.created else ""
                 lines.append(f"  {name}{created}: {t.messages} changes")

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 INFERENCE_SAMPLE = 10_000
 SAMPLE_COLUMN = "_cdc_sample"
 KEYS_PROPERTY = "cdc.keys"
+# Set when the source drops the table: the mirror is kept and no longer receives changes, until
+# the source creates a table of that name again.
+SOURCE_DROPPED_PROPERTY = "cdc.source-dropped"
 
 
 @dataclass
@@ -136,11 +139,15 @@ def _declared(hints: list[TypeHint]) -> tuple[dict[str, ColumnType], ColumnType 
     return declared, default
 
 
+def table_properties(spark: SparkSession, identifier: str) -> dict[str, str]:
+    """An existing table's properties."""
+    rows = spark.sql(f"SHOW TBLPROPERTIES {identifier}").collect()
+    return {r["key"]: r["value"] for r in rows}
+
+
 def table_keys(spark: SparkSession, identifier: str) -> tuple[str, ...]:
     """The key columns a table was created with (its ``cdc.keys`` property)."""
-    rows = spark.sql(f"SHOW TBLPROPERTIES {identifier}").collect()
-    props = {r["key"]: r["value"] for r in rows}
-    value = props.get(KEYS_PROPERTY, "")
+    value = table_properties(spark, identifier).get(KEYS_PROPERTY, "")
     return tuple(k for k in value.split(",") if k)
 
 
@@ -212,8 +219,11 @@ def prepare_target(
                 records,
                 evolve,
             )
-    else:
-        keys = table_keys(spark, identifier) or keys
+    properties: dict[str, str] = {}
+    if not created:
+        properties = table_properties(spark, identifier)
+        keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k) or keys
+    if not created and SOURCE_DROPPED_PROPERTY not in properties:
         add_columns(spark, identifier, {c: types[c] for c in new})
         for name, wider in widened.items():
             spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {wider}")
@@ -223,5 +233,6 @@ def prepare_target(
         keys=keys,
         columns=types,
         tombstones=qualified(catalog, namespace, TOMBSTONES),
+        source_dropped=SOURCE_DROPPED_PROPERTY in properties,
     )
     return target, created
