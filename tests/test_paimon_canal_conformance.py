@@ -134,9 +134,6 @@ MISC_XFAIL = {
     "testSynchronizeIncompleteJson": "messages carry only data and type (no database/table/"
     "mysqlType): canal-json dead-letters them ('message names no table'); Paimon names the "
     "target table in the sync action and types every column STRING",
-    "testSynchronizeNonPkTable": "pkNames [] makes Paimon create an append-only table keeping "
-    "both identical rows; cdc-ingest mirrors keyed tables (no key: dead letter; all columns as "
-    "key: the duplicates collapse into one row)",
     "testTypeMappingToString": "type_mapping=to-string is a Paimon sync-action option; "
     "canal-json types columns by mysqlType (INT -> bigint)",
     "testComputedColumn": "the _year=year(_date) computed column (and key) is a Paimon "

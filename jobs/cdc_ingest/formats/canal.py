@@ -59,6 +59,8 @@ class CanalDecoder(Decoder):
     """alibaba/canal flat messages (``canal-json``)."""
 
     name: ClassVar[str] = "canal-json"
+    # ``pkNames: []`` (a table without a primary key): kept as an append-only log, as Paimon does.
+    keyless_tables_append_only: ClassVar[bool] = True
     image_json_paths: ClassVar[tuple[str, ...]] = ("$.data[0]",)
 
     def decode(self, records: DataFrame) -> DataFrame:
