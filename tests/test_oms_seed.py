@@ -343,8 +343,9 @@ def test_ddl_records_are_kept_in_history_and_control_ops_change_no_row(lake):
         "ALTER",
         "ALTER TABLE t ADD COLUMN c INT",
         "db.t",
-        "recorded",
+        "no_change",
     )
+    assert ddl["detail"] == "no such table in the mirror yet"
     assert not summary.tables
 
 
