@@ -131,7 +131,8 @@ def run_concurrently(config: Path, pipelines: list[str]) -> list[tuple[int, str,
 
 def assert_all_exited_zero(results: list[tuple[int, str, str]], batch: int) -> None:
     for code, stdout, stderr in results:
-        assert code == 0, f"exit {code}:\n{stdout}\n{stderr[-4000:]}"
+        errors = [ln for ln in stderr.splitlines() if "Exception" in ln or "Error" in ln]
+        assert code == 0, f"exit {code}:\n{stdout}\n" + "\n".join(errors[:8]) + stderr[-2000:]
         assert f"batch {batch}" in stdout, stdout
 
 
@@ -194,6 +195,7 @@ def test_two_pipelines_write_one_postgresql_catalog_concurrently(spark, tmp_path
         for t in (
             "customers",
             "products",
+            "_cdc_batches",
             "_cdc_checkpoints",
             "_cdc_dead_letters",
             "_cdc_ddl_history",
