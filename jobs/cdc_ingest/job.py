@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -181,21 +182,23 @@ def run_pipeline(
             _maybe_die("after_plan")
             dead: list[DataFrame] = []
             events = collect_ddl(cached) if summary.ddl_recorded else []
+            save_ddl = functools.partial(
+                record_ddl,
+                spark,
+                catalog,
+                namespace,
+                pipeline.name,
+                plan.batch_id,
+                cached,
+                summary.files,
+                events,
+            )
             if not options.dry_run:
                 try:
                     check_policy(spark, catalog, pipeline, existing, inventory.tables, events)
                 except SchemaChangeRefused:
                     if commits:
-                        record_ddl(
-                            spark,
-                            catalog,
-                            namespace,
-                            pipeline.name,
-                            plan.batch_id,
-                            cached,
-                            summary.files,
-                            events,
-                        )
+                        save_ddl()
                     raise
             if options.dry_run:
                 _dry_run_tables(inventory, existing, summary)
@@ -212,16 +215,7 @@ def run_pipeline(
                 )
                 if summary.ddl_recorded:
                     summary.add_ddl_outcomes(events)
-                    record_ddl(
-                        spark,
-                        catalog,
-                        namespace,
-                        pipeline.name,
-                        plan.batch_id,
-                        cached,
-                        summary.files,
-                        events,
-                    )
+                    save_ddl()
                 clock.lap("dead_letters")
             cached.unpersist()
     offsets = stats.offsets() if pipeline.envelope == "kafka" else []

@@ -11,6 +11,20 @@ TRAILING_COMMA = r",\s*[}\]]"
 LONG_NUMBER = r"[:\[,]\s*-?[0-9][0-9.eE+-]{1000,}"
 
 
+# Alibaba DataWorks (OMS DataWorks 2.0, DataHub Blob) operations that change no row, and its DDL.
+DATAWORKS_CONTROL_OPS = (
+    "TRANSACTION_BEGIN",
+    "TRANSACTION_END",
+    "GTID",
+    "XACOMMIT",
+    "XAROLLBACK",
+    "QUERY",
+    "CINDEX",
+    "DINDEX",
+)
+DATAWORKS_DDL_OPS = ("CREATE", "ALTER", "ERASE", "TRUNCATE", "RENAME")
+
+
 def number(column: Column) -> Column:
     """A long, or -1 where absent, so that ordering arrays never hold nulls."""
     return F.coalesce(column.cast("bigint"), F.lit(-1).cast("bigint"))

@@ -24,6 +24,8 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, ColumnType, Decoder, TypeHint
 from cdc_ingest.formats.common import (
+    DATAWORKS_CONTROL_OPS,
+    DATAWORKS_DDL_OPS,
     JSON_OPTIONS,
     lookup,
     mark_inexact_numbers,
@@ -59,18 +61,11 @@ OPS = {
             "UPDATE_BEFOR",
             "UPDATE_BEFORE",
             "MHEARTBEAT",
-            "TRANSACTION_BEGIN",
-            "TRANSACTION_END",
-            "QUERY",
-            "CINDEX",
-            "DINDEX",
-            "GTID",
-            "XACOMMIT",
-            "XAROLLBACK",
+            *DATAWORKS_CONTROL_OPS,
         ),
         NOOP,
     ),
-    **dict.fromkeys(("CREATE", "ALTER", "TRUNCATE", "RENAME", "ERASE"), DDL),
+    **dict.fromkeys(DATAWORKS_DDL_OPS, DDL),
 }
 
 # The six StreamX field types of seed 002's "Field types" table.

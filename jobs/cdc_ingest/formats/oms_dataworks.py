@@ -14,6 +14,8 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder, TypeHint
 from cdc_ingest.formats.common import (
+    DATAWORKS_CONTROL_OPS,
+    DATAWORKS_DDL_OPS,
     JSON_OPTIONS,
     lookup,
     mark_inexact_numbers,
@@ -41,21 +43,8 @@ OPS = {
     "INSERT": UPSERT,
     "UPDATE": UPSERT,
     "DELETE": DELETE,
-    **dict.fromkeys(
-        (
-            "HEARTBEAT",
-            "TRANSACTION_BEGIN",
-            "TRANSACTION_END",
-            "GTID",
-            "XACOMMIT",
-            "XAROLLBACK",
-            "QUERY",
-            "CINDEX",
-            "DINDEX",
-        ),
-        NOOP,
-    ),
-    **dict.fromkeys(("CREATE", "ALTER", "ERASE", "TRUNCATE", "RENAME"), DDL),
+    **dict.fromkeys(("HEARTBEAT", *DATAWORKS_CONTROL_OPS), NOOP),
+    **dict.fromkeys(DATAWORKS_DDL_OPS, DDL),
 }
 
 
