@@ -83,13 +83,11 @@ class DdlEvent:
         )
 
 
-def collect_ddl(cached: DataFrame, render: dict[str, str] | None = None) -> list[DdlEvent]:
+def collect_ddl(cached: DataFrame) -> list[DdlEvent]:
     """The batch's DDL records in stream order, parsed.
 
     Args:
         cached: the cached batch.
-        render: target table names for source table names the statements name, used when the
-            message itself names no table.
     """
     rows = (
         cached.where(F.col("_cdc_error").isNull() & (F.col("_cdc_kind") == DDL))
@@ -104,7 +102,9 @@ def collect_ddl(cached: DataFrame, render: dict[str, str] | None = None) -> list
             if statement.strip()
             else ParsedDdl(statement, None, (), "empty statement")
         )
-        target = r["_cdc_target"] or (render or {}).get(parsed.table or "", "")
+        # The message's table decides, as for its rows; a statement naming another table is
+        # applied to the message's table only.
+        target = r["_cdc_target"] or ""
         events.append(DdlEvent(r[0], r[1], r[2], target, statement, parsed))
     return events
 
