@@ -255,6 +255,22 @@ def datahub_blob(op: str, before: dict | None, after: dict | None, ts: int, offs
     }
 
 
+def keyless_blob_insert(row: dict) -> dict:
+    """A DataHub Blob INSERT into ``logs.events``, a table without a primary key."""
+    return {
+        "schema": {
+            "dataColumn": [{"name": "id", "type": "LONG"}, {"name": "note", "type": "STRING"}],
+            "source": {"dbName": "logs", "tableName": "events"},
+        },
+        "payload": {
+            "op": "INSERT",
+            "after": {"dataColumn": row},
+            "sequenceId": "1",
+            "timestamp": {"eventTime": 1605339932000},
+        },
+    }
+
+
 FORMATS: dict[str, dict[str, Any]] = {
     "lindorm": {"build": lindorm, "options": {"keys": {TABLE: [KEY]}}},
     "debezium-json": {"build": debezium, "options": {"keys": {TABLE: [KEY]}}},

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from formats_under_test import FORMATS, TABLE, Changes
+from formats_under_test import FORMATS, TABLE, Changes, keyless_blob_insert
 
 CLI = str(Path(sys.executable).parent / "cdc-ingest")
 
@@ -127,18 +127,7 @@ def test_killed_after_the_batch_row_rerun_writes_no_second_row(lake):
 def test_append_only_table_killed_before_checkpoint_is_appended_once(lake):
     """A keyless table cannot rely on keys to re-apply safely: the rerun finds its snapshot."""
     row = {"id": 1, "note": "first"}
-    message = {
-        "schema": {
-            "dataColumn": [{"name": "id", "type": "LONG"}, {"name": "note", "type": "STRING"}],
-            "source": {"dbName": "logs", "tableName": "events"},
-        },
-        "payload": {
-            "op": "INSERT",
-            "after": {"dataColumn": row},
-            "sequenceId": "1",
-            "timestamp": {"eventTime": 1605339932000},
-        },
-    }
+    message = keyless_blob_insert(row)
     lake.add_pipeline("events", "datahub-blob")
     lake.land("events", "001.json", [message])
     config = ("--config", str(lake.config_path), "--pipeline", "events")

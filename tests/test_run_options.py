@@ -10,6 +10,7 @@ from cdc_ingest.checkpoint_store import CheckpointStore
 from cdc_ingest.config import load_config
 from cdc_ingest.job import RunOptions, RunRefused, run_pipeline
 from cdc_ingest.landing import list_landed
+from formats_under_test import keyless_blob_insert
 
 
 def change(op: str, table: str, ts: int, before: dict | None, after: dict | None) -> dict:
@@ -204,18 +205,7 @@ def test_tables_are_refused_while_a_batch_is_pending(shop: Any) -> None:
 
 def test_tables_leave_append_only_tables_to_the_full_run(lake: Any) -> None:
     row = {"id": 1, "note": "first"}
-    message = {
-        "schema": {
-            "dataColumn": [{"name": "id", "type": "LONG"}, {"name": "note", "type": "STRING"}],
-            "source": {"dbName": "logs", "tableName": "events"},
-        },
-        "payload": {
-            "op": "INSERT",
-            "after": {"dataColumn": row},
-            "sequenceId": "1",
-            "timestamp": {"eventTime": 1605339932000},
-        },
-    }
+    message = keyless_blob_insert(row)
     lake.add_pipeline("shop", "datahub-blob")
     lake.land("shop", "001.json", [message])
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply import TargetTable, typed_changes
+from cdc_ingest.apply import TargetTable, typed_changes, typing_errors
 from cdc_ingest.formats.base import DELETE, UPSERT
 from cdc_ingest.summary import TableSummary
 from cdc_ingest.tables import ORDER_COLUMN
@@ -80,12 +80,4 @@ def apply_append_only(
             .option(f"snapshot-property.{PART_PROPERTY}", part)
             .append()
         )
-    bad = typed.where(F.col("_type_error").isNotNull()).select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "row_in_message",
-        F.col("_type_error").alias("reason"),
-        F.col("_cdc_source").alias("source_table"),
-        F.lit(target.name).alias("target_table"),
-    )
-    return summary, bad
+    return summary, typing_errors(typed, target)

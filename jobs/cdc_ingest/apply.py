@@ -87,6 +87,18 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
     )
 
 
+def typing_errors(typed: DataFrame, target: TargetTable) -> DataFrame:
+    """The dead letters of ``typed_changes``: where, why, and from which table to which."""
+    return typed.where(F.col("_type_error").isNotNull()).select(
+        "_cdc_file_idx",
+        "_cdc_line",
+        "row_in_message",
+        F.col("_type_error").alias("reason"),
+        F.col("_cdc_source").alias("source_table"),
+        F.lit(target.name).alias("target_table"),
+    )
+
+
 def newest_changes(good: DataFrame) -> DataFrame:
     """Each key's newest change, with ``_changes``: how many changes of the batch it stands for.
 
@@ -291,14 +303,7 @@ def apply_table(
             _merge_tombstones(spark, classified, target, batch_id)
         else:
             _append_tombstones(classified, target, batch_id)
-    bad = typed.where(F.col("_type_error").isNotNull()).select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "row_in_message",
-        F.col("_type_error").alias("reason"),
-        F.col("_cdc_source").alias("source_table"),
-        F.lit(target.name).alias("target_table"),
-    )
+    bad = typing_errors(typed, target)
     bad = (
         bad.localCheckpoint(eager=True) if summary.dead_lettered else bad.limit(0).localCheckpoint()
     )
