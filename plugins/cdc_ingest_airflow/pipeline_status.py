@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from cdc_ingest.config import CatalogConfig, Config, PipelineConfig, load_config
+from cdc_ingest.config import CatalogConfig, PipelineConfig, load_config
 from cdc_ingest.landing import list_landed
 from cdc_ingest.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS, SYSTEM_TABLES
 
@@ -71,12 +71,11 @@ def gather(config_path: str | None, now: datetime | None = None) -> Overview:
         )
         landed = _landed(pipeline, status)
         if catalog is None:
+            # Pending counts stay unknown: without the checkpoints every landed file would look new.
             status.problems.append(f"catalog unreadable: {catalog_error}")
-            status.pending_count = None if landed is None else len(landed)
-            status.pending_files = (landed or [])[:PENDING_LISTED]
         else:
             try:
-                _read_pipeline(catalog, config, pipeline, status, landed, now)
+                _read_pipeline(catalog, pipeline, status, landed, now)
             except Exception as exc:  # one pipeline's failure must not hide the others
                 status.problems.append(f"catalog unreadable: {_message(exc)}")
         result.pipelines.append(status)
@@ -135,12 +134,12 @@ def _scan(
 
 def _read_pipeline(
     catalog: Any,
-    config: Config,
     pipeline: PipelineConfig,
     status: PipelineStatus,
     landed: list[str] | None,
     now: datetime,
 ) -> None:
+    """Fill ``status`` from the catalog (``landed``: the landing zone's URIs, None if unlisted)."""
     namespace = pipeline.namespace
     status.namespace_exists = bool(catalog.namespace_exists(namespace))
     if not status.namespace_exists:
