@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlparse
 
 from cdc_ingest.config import CatalogConfig, PipelineConfig, load_config
 from cdc_ingest.landing import list_landed
-from cdc_ingest.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS, SYSTEM_TABLES
+from cdc_ingest.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS
 
 from cdc_ingest_airflow.lake_state import uncommitted
 from cdc_ingest_airflow.status_model import (
@@ -40,6 +40,25 @@ RECENT_DEAD_LETTERS = 20
 RECENT_DDL = 20
 RAW_CHARS = 200
 PENDING_LISTED = 50
+# Not ``summary``, ``kafka_offsets`` and the like: the page needs the counts only.
+BATCH_FIELDS = (
+    "batch_id",
+    "partial",
+    "run_id",
+    "finished_at",
+    "duration_s",
+    "files",
+    "lines",
+    "messages",
+    "dead_lettered",
+    "ddl_recorded",
+    "inserted",
+    "updated",
+    "deleted",
+    "table_counts",
+    "freshness_ms",
+    "recorded_at",
+)
 
 
 def gather(config_path: str | None, now: datetime | None = None) -> Overview:
@@ -161,7 +180,7 @@ def _read_pipeline(
         status.pending_files = (pending or [])[:PENDING_LISTED]
     if not status.namespace_exists:
         return
-    batches = _scan(catalog, namespace, BATCHES, mine, _columns(BATCHES))
+    batches = _scan(catalog, namespace, BATCHES, mine, BATCH_FIELDS)
     _batches(batches, status, now)
     existing = {ident[-1] for ident in catalog.list_tables(namespace)}
     for table in status.tables:
@@ -200,11 +219,6 @@ def _read_pipeline(
         )
         for r in ddl[:RECENT_DDL]
     ]
-
-
-def _columns(table: str) -> tuple[str, ...]:
-    # The schema strings have commas only between columns (no struct or map types).
-    return tuple(c.strip().split(" ")[0] for c in SYSTEM_TABLES[table].split(","))
 
 
 def _checkpoint(rows: list[dict[str, Any]]) -> CheckpointStatus:

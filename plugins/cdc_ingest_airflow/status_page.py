@@ -60,8 +60,8 @@ def _visible(overview: Overview, user: Any) -> Overview:
 
 
 async def _overview(user: Any) -> Overview:
-    overview = await run_in_threadpool(gather, os.environ.get(CONFIG_ENV))
-    return _visible(overview, user)
+    # pyiceberg and the auth manager block: keep them off the event loop.
+    return await run_in_threadpool(lambda: _visible(gather(os.environ.get(CONFIG_ENV)), user))
 
 
 @status_app.get("/", response_class=HTMLResponse)
