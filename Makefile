@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SQLITE_JDBC := /usr/share/java/sqlite-jdbc.jar
 POSTGRESQL_JDBC := /usr/share/java/postgresql.jar
+CHROMIUM := /usr/bin/chromium
 export JAVA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $$(command -v java) 2>/dev/null)) 2>/dev/null)
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
@@ -38,6 +39,11 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    postgresql libpostgresql-jdbc-java >/dev/null; }
 	@test -f $(POSTGRESQL_JDBC) || { echo "missing $(POSTGRESQL_JDBC): apt-get install libpostgresql-jdbc-java"; exit 1; }
+	@# The status page test reads the Airflow plugin's page with Debian's headless chromium.
+	@test -x $(CHROMIUM) || { \
+	  echo "chromium not found: installing chromium"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@test -x $(CHROMIUM) || { echo "missing $(CHROMIUM): apt-get install chromium"; exit 1; }
 
 demo: install
 	$(BIN)/python scripts/demo.py

@@ -55,8 +55,16 @@ def new_files(config: Config, pipeline_name: str) -> list[str] | None:
     rows = _pipeline_rows(
         config, pipeline.namespace, CHECKPOINTS, pipeline.name, ("batch_id", "status", "file")
     )
-    if rows is None:
-        return [f.uri for f in landed]
+    return uncommitted([f.uri for f in landed], rows or [])
+
+
+def uncommitted(landed: list[str], rows: list[dict[str, Any]]) -> list[str] | None:
+    """Landed URIs that no committed batch applied; None when a planned batch awaits its commit.
+
+    Args:
+        landed: the landing zone's file URIs.
+        rows: the pipeline's ``_cdc_checkpoints`` rows (``batch_id``, ``status``, ``file``).
+    """
     committed = {r["batch_id"] for r in rows if r["status"] == COMMITTED}
     if any(r["status"] == PLANNED and r["batch_id"] not in committed for r in rows):
         return None
@@ -65,7 +73,7 @@ def new_files(config: Config, pipeline_name: str) -> list[str] | None:
         for r in rows
         if r["batch_id"] in committed and r["status"] in (APPLIED, DUPLICATE)
     }
-    return [f.uri for f in landed if f.uri not in seen]
+    return [uri for uri in landed if uri not in seen]
 
 
 def has_new_files(config_path: str, pipeline_name: str) -> bool:

@@ -1,0 +1,308 @@
+"""What the cdc-ingest status page shows, read from the catalog with pyiceberg: no JVM, no pyspark.
+
+:func:`gather` reads the pipelines file and, per pipeline, the namespace's ``_cdc_checkpoints``,
+``_cdc_batches``, ``_cdc_dead_letters`` and ``_cdc_ddl_history`` rows, the mirrored tables'
+snapshot summaries and the landing zone's listing. Nothing here raises for a problem of one
+pipeline or of the catalog: a missing landing zone, a namespace without tables or an unreadable
+catalog end up in the result's ``problems`` so that the page can say so.
+
+pyiceberg is imported when :func:`gather` runs, never when the Airflow plugin is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from cdc_ingest.config import CatalogConfig, PipelineConfig, load_config
+from cdc_ingest.landing import list_landed
+from cdc_ingest.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS
+
+from cdc_ingest_airflow.lake_state import uncommitted
+from cdc_ingest_airflow.status_model import (
+    BatchStatus,
+    CheckpointStatus,
+    DdlRecord,
+    DeadLetter,
+    Overview,
+    PipelineStatus,
+    TableStatus,
+    dag_id,
+    redact,
+)
+
+# Dead letters of the newest batches only: a pipeline can hold millions of them.
+DEAD_LETTER_BATCHES = 5
+RECENT_DEAD_LETTERS = 20
+RECENT_DDL = 20
+RAW_CHARS = 200
+PENDING_LISTED = 50
+# Not ``summary``, ``kafka_offsets`` and the like: the page needs the counts only.
+BATCH_FIELDS = (
+    "batch_id",
+    "partial",
+    "run_id",
+    "finished_at",
+    "duration_s",
+    "files",
+    "lines",
+    "messages",
+    "dead_lettered",
+    "ddl_recorded",
+    "inserted",
+    "updated",
+    "deleted",
+    "table_counts",
+    "freshness_ms",
+    "recorded_at",
+)
+
+
+def gather(config_path: str | None, now: datetime | None = None) -> Overview:
+    """Read the status of every pipeline of a pipelines file.
+
+    Args:
+        config_path: the pipelines file (``$CDC_INGEST_CONFIG``); None or empty when unset.
+        now: the time freshness lags are measured to (default: now, UTC).
+    """
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    result = Overview(config_path=config_path or None, generated_at=now)
+    if not config_path:
+        result.error = "CDC_INGEST_CONFIG is not set: point it at a pipelines YAML file"
+        return result
+    try:
+        config = load_config(config_path)
+    except Exception as exc:  # a bad file is shown, never a 500
+        result.error = _message(exc)
+        return result
+    result.catalog = f"{config.catalog.name} at {redact(config.catalog.uri)}"
+    catalog, catalog_error = _open_catalog(config.catalog)
+    for pipeline in config.pipelines:
+        status = PipelineStatus(
+            name=pipeline.name,
+            format=pipeline.format,
+            landing=pipeline.landing,
+            namespace=pipeline.namespace,
+            dag_id=dag_id(pipeline.name),
+        )
+        landed = _landed(pipeline, status)
+        if catalog is None:
+            # Pending counts stay unknown: without the checkpoints every landed file would look new.
+            status.problems.append(f"catalog unreadable: {catalog_error}")
+        else:
+            try:
+                _read_pipeline(catalog, pipeline, status, landed, now)
+            except Exception as exc:  # one pipeline's failure must not hide the others
+                status.problems.append(f"catalog unreadable: {_message(exc)}")
+        result.pipelines.append(status)
+    return result
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _open_catalog(catalog: CatalogConfig) -> tuple[Any | None, str | None]:
+    """The pyiceberg catalog, or None and why not; never creates a catalog database."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    if catalog.database == "sqlite":
+        path = Path(unquote(urlparse(catalog.uri).path))
+        if not path.is_file():
+            return None, f"catalog database {path} does not exist (no batch has run yet?)"
+    try:
+        opened = SqlCatalog(
+            catalog.name,
+            uri=catalog.sqlalchemy_url,
+            warehouse=catalog.warehouse,
+            init_catalog_tables="false",
+        )
+        opened.list_namespaces()
+    except Exception as exc:
+        return None, _message(exc)
+    return opened, None
+
+
+def _landed(pipeline: PipelineConfig, status: PipelineStatus) -> list[str] | None:
+    try:
+        return [f.uri for f in list_landed(pipeline.landing)]
+    except Exception as exc:
+        status.problems.append(f"landing zone unreadable: {_message(exc)}")
+        return None
+
+
+def _scan(
+    catalog: Any, namespace: str, table: str, row_filter: str, fields: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Rows of a system table; empty if the table does not exist yet."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        loaded = catalog.load_table((namespace, table))
+    except NoSuchTableError:
+        return []
+    rows: list[dict[str, Any]] = (
+        loaded.scan(row_filter=row_filter, selected_fields=fields).to_arrow().to_pylist()
+    )
+    return rows
+
+
+def _read_pipeline(
+    catalog: Any,
+    pipeline: PipelineConfig,
+    status: PipelineStatus,
+    landed: list[str] | None,
+    now: datetime,
+) -> None:
+    """Fill ``status`` from the catalog (``landed``: the landing zone's URIs, None if unlisted)."""
+    namespace = pipeline.namespace
+    status.namespace_exists = bool(catalog.namespace_exists(namespace))
+    if not status.namespace_exists:
+        status.problems.append(f"namespace {namespace} does not exist yet: no batch has run")
+    # Pipeline names are [a-z0-9_]+ (checked when the config loads): safe inside quotes.
+    mine = f"pipeline == '{pipeline.name}'"
+    checkpoints = (
+        _scan(catalog, namespace, CHECKPOINTS, mine, ("batch_id", "status", "file", "recorded_at"))
+        if status.namespace_exists
+        else []
+    )
+    status.checkpoint = _checkpoint(checkpoints)
+    if landed is not None:
+        committed_batches = {r["batch_id"] for r in checkpoints if r["status"] == "committed"}
+        pending = uncommitted(
+            landed, [r for r in checkpoints if r["batch_id"] in committed_batches]
+        )
+        status.pending_count = len(pending or [])
+        status.pending_files = (pending or [])[:PENDING_LISTED]
+    if not status.namespace_exists:
+        return
+    batches = _scan(catalog, namespace, BATCHES, mine, BATCH_FIELDS)
+    _batches(batches, status, now)
+    existing = {ident[-1] for ident in catalog.list_tables(namespace)}
+    for table in status.tables:
+        table.exists = table.name in existing
+        if table.exists:
+            table.rows = _live_rows(catalog.load_table((namespace, table.name)))
+    if not status.tables:
+        status.problems.append(f"no tables yet: no batch of {pipeline.name} wrote a table")
+    if status.last_batch is not None:
+        oldest = status.last_batch.batch_id - DEAD_LETTER_BATCHES + 1
+        letters = _scan(
+            catalog,
+            namespace,
+            DEAD_LETTERS,
+            f"{mine} and batch_id >= {oldest}",
+            ("batch_id", "file", "line", "target_table", "reason", "raw", "recorded_at"),
+        )
+        letters.sort(key=lambda r: (-r["batch_id"], r["file"], r["line"] or 0))
+        status.dead_letters = [_dead_letter(r) for r in letters[:RECENT_DEAD_LETTERS]]
+    ddl = _scan(
+        catalog,
+        namespace,
+        DDL_HISTORY,
+        mine,
+        ("batch_id", "file", "line", "target_table", "statement", "status", "detail", "event_time"),
+    )
+    ddl.sort(key=lambda r: (r["batch_id"], r["file"], r["line"] or 0), reverse=True)
+    status.ddl_history = [
+        DdlRecord(
+            r["batch_id"],
+            r["target_table"],
+            r["statement"],
+            r["status"],
+            r["detail"],
+            r["event_time"],
+        )
+        for r in ddl[:RECENT_DDL]
+    ]
+
+
+def _checkpoint(rows: list[dict[str, Any]]) -> CheckpointStatus:
+    committed = {r["batch_id"]: r["recorded_at"] for r in rows if r["status"] == "committed"}
+    state = CheckpointStatus()
+    if committed:
+        state.last_batch_id = max(committed)
+        state.committed_at = committed[state.last_batch_id]
+    in_committed = [r for r in rows if r["batch_id"] in committed]
+    state.files_applied = sum(1 for r in in_committed if r["status"] == "applied")
+    state.duplicates = sum(1 for r in in_committed if r["status"] == "duplicate")
+    planned = [
+        r["batch_id"] for r in rows if r["status"] == "planned" and r["batch_id"] not in committed
+    ]
+    state.awaiting_resume = max(planned) if planned else None
+    return state
+
+
+def _batches(rows: list[dict[str, Any]], status: PipelineStatus, now: datetime) -> None:
+    """Last batch, per-table counts of the newest batch touching each table, freshness."""
+    if not rows:
+        return
+    rows.sort(key=lambda r: (r["batch_id"], r["recorded_at"]))
+    last = rows[-1]
+    status.last_batch = BatchStatus(
+        batch_id=last["batch_id"],
+        partial=bool(last["partial"]),
+        run_id=last["run_id"],
+        finished_at=last["finished_at"],
+        duration_s=last["duration_s"],
+        files=len(last["files"] or []),
+        lines=last["lines"] or 0,
+        messages=last["messages"] or 0,
+        dead_lettered=last["dead_lettered"] or 0,
+        ddl_recorded=last["ddl_recorded"] or 0,
+        inserted=last["inserted"] or 0,
+        updated=last["updated"] or 0,
+        deleted=last["deleted"] or 0,
+    )
+    status.dead_letters_total = sum(r["dead_lettered"] or 0 for r in rows if not r["partial"])
+    tables: dict[str, TableStatus] = {}
+    for row in rows:  # oldest first: a newer batch's counts replace an older one's
+        for name, counts in json.loads(row["table_counts"] or "{}").items():
+            tables[name] = TableStatus(
+                name=name,
+                exists=False,
+                batch_id=row["batch_id"],
+                inserted=counts.get("inserted", 0),
+                updated=counts.get("updated", 0),
+                deleted=counts.get("deleted", 0),
+                dead_lettered=counts.get("dead_lettered", 0),
+            )
+    status.tables = [tables[name] for name in sorted(tables)]
+    newest = max((r["freshness_ms"] for r in rows if r["freshness_ms"] is not None), default=None)
+    if newest is not None:
+        status.freshness = datetime.fromtimestamp(newest / 1000, UTC).replace(tzinfo=None)
+        status.freshness_lag_s = (now - status.freshness).total_seconds()
+
+
+def _live_rows(table: Any) -> int | None:
+    """Rows in the current snapshot: data records minus position deletes (Spark's MERGE writes
+    no equality deletes; a table holding some is not counted without a scan)."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return 0
+    summary = snapshot.summary
+    if int(summary.get("total-equality-deletes", "0") or 0):
+        return None
+    records = summary.get("total-records")
+    if records is None:
+        return None
+    return int(records) - int(summary.get("total-position-deletes", "0") or 0)
+
+
+def _dead_letter(row: dict[str, Any]) -> DeadLetter:
+    raw = row["raw"]
+    if raw is not None and len(raw) > RAW_CHARS:
+        raw = raw[:RAW_CHARS] + "…"
+    return DeadLetter(
+        batch_id=row["batch_id"],
+        file=row["file"],
+        line=row["line"],
+        target_table=row["target_table"],
+        reason=row["reason"],
+        raw=raw,
+        recorded_at=row["recorded_at"],
+    )
