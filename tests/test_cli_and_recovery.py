@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cdc_ingest_airflow.pipeline_status import gather
 from formats_under_test import FORMATS, TABLE, Changes, keyless_blob_insert
 
 CLI = str(Path(sys.executable).parent / "cdc-ingest")
@@ -81,6 +82,11 @@ def test_killed_between_table_commit_and_checkpoint_commit_rerun_is_exact(lake):
     )
     assert killed.returncode == 99, killed.stderr[-2000:]
     assert lake.table("_cdc_batches").where("batch_id = 2").count() == 0
+    # The status page (pyiceberg) shows the half-done batch as one to resume, not as applied.
+    [page] = gather(str(lake.config_path)).pipelines
+    assert page.checkpoint is not None
+    assert (page.checkpoint.last_batch_id, page.checkpoint.awaiting_resume) == (1, 2)
+    assert page.checkpoint.files_applied == 1
     rerun = cli("run", "--config", str(lake.config_path), "--pipeline", "accounts", "--json")
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "batch 2 (resumed)" in rerun.stdout
@@ -95,6 +101,10 @@ def test_killed_between_table_commit_and_checkpoint_commit_rerun_is_exact(lake):
     assert row["resumed"] and json.loads(row["summary"]) == summary
     assert lake.run("accounts").batch_id is None
     assert lake.table("_cdc_batches").count() == 2
+    [page] = gather(str(lake.config_path)).pipelines
+    assert page.checkpoint is not None
+    assert (page.checkpoint.last_batch_id, page.checkpoint.awaiting_resume) == (2, None)
+    assert (page.checkpoint.files_applied, page.pending_count) == (2, 0)
 
 
 @pytest.mark.slow
