@@ -4,6 +4,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# pytest-xdist workers, each with one Spark session shared by its tests; 0 runs in-process.
+TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
 SQLITE_JDBC := /usr/share/java/sqlite-jdbc.jar
 POSTGRESQL_JDBC := /usr/share/java/postgresql.jar
@@ -53,7 +55,7 @@ lint: install
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n $(TEST_WORKERS) tests
 
 bench: install
 	$(BIN)/python scripts/bench.py
