@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from cdc_ingest.checkpoint_store import APPLIED, COMMITTED, DUPLICATE, PLANNED
@@ -80,6 +81,19 @@ def has_new_files(config_path: str, pipeline_name: str) -> bool:
         return True
     log.info("pipeline %s: %d new landed files %s", pipeline_name, len(files), files[:20])
     return bool(files)
+
+
+def has_work(config_path: str, pipeline_name: str, params: Mapping[str, Any], dag_run: Any) -> bool:
+    """The ``check_landing`` task: a replay, rebuild or backfill run always has work; others
+    have work when :func:`has_new_files` says so."""
+    backfill = str(getattr(dag_run, "run_type", "")) in ("backfill", "DagRunType.BACKFILL_JOB")
+    if backfill or params.get("replay_from") or params.get("replay_to"):
+        log.info("pipeline %s: replaying the files landed in the run's range", pipeline_name)
+        return True
+    if params.get("rebuild_tables"):
+        log.info("pipeline %s: rebuilding %s", pipeline_name, params["rebuild_tables"])
+        return True
+    return has_new_files(config_path, pipeline_name)
 
 
 def batch_summary(
