@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import textwrap
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,14 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
 
 
 def _backfill_runs(airflow_home: Path) -> list[tuple[str, str]]:
@@ -132,20 +141,34 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
         tmp_path,
     )
     assert create.returncode == 0, _tail(create)
-    logs = [open(tmp_path / f"{n}.log", "w") for n in ("api", "scheduler")]  # noqa: SIM115
-    servers = [
-        subprocess.Popen(
-            [str(VENV_BIN / "airflow"), *args],
-            env=env,
-            cwd=tmp_path,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+    # The scheduler runs no run of a paused DAG, backfills included; unpaused, it also keeps the
+    # schedule running (its runs apply what is pending: nothing new here).
+    unpause = _airflow(["dags", "unpause", "ingest_shop"], env, tmp_path)
+    assert unpause.returncode == 0, _tail(unpause)
+    logs: list[Any] = []
+    servers: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> None:
+        logs.append(open(tmp_path / f"{args[0]}.log", "w"))  # noqa: SIM115
+        servers.append(
+            subprocess.Popen(
+                [str(VENV_BIN / "airflow"), *args],
+                env=env,
+                cwd=tmp_path,
+                stdout=logs[-1],
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         )
-        for args, log in ((["api-server", "--port", str(port)], logs[0]), (["scheduler"], logs[1]))
-    ]
+
     try:
+        # Task runners report to the API server: it must answer before the scheduler starts.
+        start("api-server", "--port", str(port))
         deadline = time.monotonic() + DEADLINE_S
+        while not _answers(f"http://127.0.0.1:{port}/api/v2/monitor/health"):
+            assert time.monotonic() < deadline and servers[0].poll() is None, "no API server"
+            time.sleep(1)
+        start("scheduler")
         runs = _backfill_runs(home)
         while time.monotonic() < deadline:
             runs = _backfill_runs(home)
@@ -180,3 +203,13 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     # Two backfill runs were active at once, but their batches did not overlap.
     (_, first_end), (second_start, _) = _apply_windows(home)
     assert first_end <= second_start
+
+    # The rebuild_tables Param (here as run conf) drops the table and re-ingests every file.
+    rebuild = _airflow(
+        ["dags", "test", "ingest_shop", "-c", json.dumps({"rebuild_tables": ["orders"]})],
+        env,
+        tmp_path,
+    )
+    assert rebuild.returncode == 0, _tail(rebuild)
+    rows = catalog.load_table("ods.orders").scan().to_arrow().to_pylist()
+    assert sorted(r["id"] for r in rows) == [1, 2, 3]
