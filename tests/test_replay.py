@@ -273,3 +273,36 @@ def test_replay_flags_parse_as_airflow_renders_them() -> None:
         [*base, "--replay-from=2026-11-20T00:00:00+00:00", "--replay-to=2026-11-21T01:00:00+01:00"]
     )
     assert (interval.replay_from, interval.replay_to) == (at(20), at(21))
+
+
+def test_replay_and_rebuild_of_a_stream_with_ddl(lake: Any) -> None:
+    from test_schema_evolution import columns, ddl, history, row
+
+    lake.add_pipeline("shop", "canal-json")
+    land_on(lake, "a.json", 20, [row("INSERT", {"id": 0, "v1": "zero"}), row("INSERT", {"id": 1})])
+    lake.run("shop")
+    land_on(
+        lake,
+        "b.json",
+        21,
+        [
+            ddl("ALTER TABLE orders ADD COLUMN v2 INT"),
+            row("UPDATE", {"id": 1, "v1": "one", "v2": 10}),
+            ddl("ALTER TABLE orders DROP COLUMN v1"),
+            row("INSERT", {"id": 2, "v2": 20}),
+        ],
+    )
+    lake.run("shop")
+    table, recorded = with_order(lake, "orders"), history(lake)
+    assert columns(lake) == ["id", "v2"] and len(recorded) == 2
+
+    # A replay re-runs no statement and adds no column (a.json still carries v1).
+    summary = replay(lake, None, None)
+    assert summary.batch_id == 3 and len(summary.files) == 2
+    assert columns(lake) == ["id", "v2"] and with_order(lake, "orders") == table
+    assert history(lake) == recorded
+
+    # A rebuild runs the statements again, at their positions, and records none twice.
+    run(lake, rebuild_tables=("orders",))
+    assert columns(lake) == ["id", "v2"] and with_order(lake, "orders") == table
+    assert history(lake) == recorded
