@@ -8,6 +8,7 @@ the ordering guards of ``apply`` make the second application a no-op for what al
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 PLANNED, APPLIED, DUPLICATE, COMMITTED = "planned", "applied", "duplicate", "committed"
+# A file a replay or rebuild batch applied again (its first application stays its ``applied`` row).
+REPLAYED = "replayed"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,12 @@ class CheckpointState:
     offset_ranges: list[OffsetRange] = field(default_factory=list)
     pending: list[LandedFile] | None = None
     pending_batch_id: int | None = None
+    # The pending batch's replay header and the original (batch, file_idx) of each of its files,
+    # when it is a replay or rebuild (see ``replay``).
+    pending_replay: dict[str, Any] | None = None
+    pending_origins: list[tuple[int, int]] = field(default_factory=list)
+    # Every committed applied file: its first application's (batch, file_idx), size, fingerprint.
+    applied: dict[str, tuple[int, int, int | None, str | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -52,6 +61,10 @@ class BatchPlan:
     duplicates: dict[str, str] = field(default_factory=dict)
     resumed: bool = False
     deferred: int = 0  # new files left for a later batch by ``max_files``
+    # A replay or rebuild: what it is (kept with each planned row) and, per file, the batch and
+    # file index of its first application, which its changes keep as their landing position.
+    replay: dict[str, Any] | None = None
+    origins: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -85,6 +98,7 @@ class CheckpointStore:
                 "kafka_partition",
                 "min_offset",
                 "max_offset",
+                "summary",
             )
             .collect()
         )
@@ -97,6 +111,15 @@ class CheckpointStore:
                 planned.setdefault(r["batch_id"], []).append(r)
             if r["batch_id"] not in committed:
                 continue
+            if r["status"] == APPLIED:
+                first = state.applied.get(r["file"])
+                if first is None or r["batch_id"] < first[0]:
+                    state.applied[r["file"]] = (
+                        r["batch_id"],
+                        r["file_idx"],
+                        r["size"],
+                        r["fingerprint"],
+                    )
             if r["status"] in (APPLIED, DUPLICATE):
                 state.seen_files.add(r["file"])
                 if r["status"] == APPLIED and r["fingerprint"]:
@@ -112,6 +135,10 @@ class CheckpointStore:
             files = sorted(planned[batch_id], key=lambda r: r["file_idx"])
             state.pending_batch_id = batch_id
             state.pending = [LandedFile(r["file"], r["size"], r["fingerprint"]) for r in files]
+            notes = [json.loads(r["summary"]) if r["summary"] else None for r in files]
+            if notes and notes[0] is not None and "replay" in notes[0]:
+                state.pending_replay = notes[0]["replay"]
+                state.pending_origins = [(n["of_batch"], n["of_file_idx"]) for n in notes if n]
         return state
 
     def plan(
@@ -129,7 +156,13 @@ class CheckpointStore:
                 wait for later batches. A pending plan is resumed whole regardless.
         """
         if state.pending is not None and state.pending_batch_id is not None:
-            return BatchPlan(state.pending_batch_id, state.pending, resumed=True)
+            return BatchPlan(
+                state.pending_batch_id,
+                state.pending,
+                resumed=True,
+                replay=state.pending_replay,
+                origins=state.pending_origins,
+            )
         fingerprints = dict(state.fingerprints)
         files: list[LandedFile] = []
         duplicates: dict[str, str] = {}
@@ -150,7 +183,17 @@ class CheckpointStore:
         return BatchPlan(state.last_batch_id + 1, files, duplicates)
 
     def record_planned(self, plan: BatchPlan) -> None:
-        """Commit the batch's file list before any table is changed."""
+        """Commit the batch's file list before any table is changed.
+
+        A replay's rows carry, in ``summary``, the replay header and each file's original
+        position, so that a run resuming the batch replays it the same way.
+        """
+        notes: list[str | None] = [None] * len(plan.files)
+        if plan.replay is not None:
+            notes = [
+                json.dumps({"replay": plan.replay, "of_batch": b, "of_file_idx": i})
+                for b, i in plan.origins
+            ]
         rows = [
             self._row(
                 plan.batch_id,
@@ -159,6 +202,7 @@ class CheckpointStore:
                 file_idx=i,
                 size=f.size,
                 fingerprint=f.fingerprint,
+                summary=notes[i],
             )
             for i, f in enumerate(plan.files)
         ]
@@ -181,19 +225,20 @@ class CheckpointStore:
             summary_json: the run summary.
         """
         rows: list[dict[str, Any]] = []
+        applied = APPLIED if plan.replay is None else REPLAYED
         with_offsets = {o[0] for o in offsets}
         for i, f in enumerate(plan.files):
             base = {"file": f.uri, "file_idx": i, "size": f.size, "fingerprint": f.fingerprint}
             if i not in with_offsets:
                 rows.append(
-                    self._row(plan.batch_id, APPLIED, records=records_per_file.get(i, 0), **base)
+                    self._row(plan.batch_id, applied, records=records_per_file.get(i, 0), **base)
                 )
         for file_idx, topic, partition, lo, hi, count in offsets:
             f = plan.files[file_idx]
             rows.append(
                 self._row(
                     plan.batch_id,
-                    APPLIED,
+                    applied,
                     file=f.uri,
                     file_idx=file_idx,
                     size=f.size,

@@ -6,8 +6,10 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 
 from cdc_ingest.config import ConfigError, load_config
+from cdc_ingest.landed_time import INSTANT_HELP, LandedAtError, LandedRange, parse_instant
 from cdc_ingest.landing import LandingError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -43,6 +45,26 @@ def _parser() -> argparse.ArgumentParser:
         type=_boolean,
         help="decode and report, write nothing (--dry-run=false is accepted for templating)",
     )
+    run.add_argument(
+        "--replay-from",
+        type=_instant,
+        default=None,
+        help="replay the applied files that landed at or after this instant (UTC unless it "
+        f"names a zone; {INSTANT_HELP}); empty: not set",
+    )
+    run.add_argument(
+        "--replay-to",
+        type=_instant,
+        default=None,
+        help="replay the applied files that landed before this instant; empty: not set",
+    )
+    run.add_argument(
+        "--rebuild-tables",
+        type=_names,
+        default=(),
+        help="comma-separated target tables to drop and rebuild from every applied file "
+        "still landed",
+    )
     run.add_argument("--json", action="store_true", help="print the summary JSON as last line")
     run.add_argument("--run-id", default=None, help="orchestrator run id kept in _cdc_batches")
     check = commands.add_parser("check", help="validate a pipelines file and list its pipelines")
@@ -52,6 +74,28 @@ def _parser() -> argparse.ArgumentParser:
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(sorted({n.strip() for n in text.split(",") if n.strip()}))
+
+
+def _instant(text: str) -> datetime | None:
+    if not text.strip():
+        return None
+    try:
+        return parse_instant(text)
+    except LandedAtError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _replay_options(args: argparse.Namespace) -> tuple[LandedRange | None, str | None]:
+    """The replay range of the flags, or the one-line reason they do not go together."""
+    replaying = args.replay_from is not None or args.replay_to is not None
+    if not replaying:
+        return None, None
+    if args.rebuild_tables:
+        return None, "--replay-from/--replay-to and --rebuild-tables exclude each other"
+    try:
+        return LandedRange(args.replay_from, args.replay_to), None
+    except LandedAtError as exc:
+        return None, str(exc)
 
 
 def _max_files(text: str) -> int | None:
@@ -82,7 +126,16 @@ def _fail(message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    landed: LandedRange | None = None
+    if args.command == "run":
+        landed, problem = _replay_options(args)
+        replaying = landed is not None or bool(args.rebuild_tables)
+        if problem is None and replaying and (args.tables or args.max_files is not None):
+            problem = "--tables and --max-files do not apply to a replay or rebuild"
+        if problem is not None:
+            parser.error(problem)
     config_path = args.config or os.environ.get("CDC_INGEST_CONFIG", "")
     try:
         config = load_config(config_path)
@@ -96,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from cdc_ingest.job import RunOptions, RunRefused, run_pipeline
     from cdc_ingest.landing import list_landed
+    from cdc_ingest.replay import ReplayRefused
     from cdc_ingest.schema_evolution import SchemaChangeRefused
     from cdc_ingest.spark_session import EnvironmentProblem, build_session
 
@@ -103,9 +157,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
         list_landed(pipeline.landing)
         spark = build_session(config.catalog, app_name=f"cdc-ingest-{pipeline.name}")
-        options = RunOptions(args.tables, args.dry_run, args.max_files, args.run_id)
+        options = RunOptions(
+            args.tables,
+            args.dry_run,
+            args.max_files,
+            args.run_id,
+            landed,
+            args.rebuild_tables,
+        )
         summary = run_pipeline(spark, config, pipeline.name, options)
-    except (LandingError, EnvironmentProblem, RunRefused) as exc:
+    except (LandingError, EnvironmentProblem, RunRefused, ReplayRefused) as exc:
         return _fail(f"pipeline {pipeline.name}: {exc}")
     except SchemaChangeRefused as exc:
         return _fail(str(exc))

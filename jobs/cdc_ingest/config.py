@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from cdc_ingest.landed_time import LandedAt, LandedAtError, parse_landed_at
+
 PIPELINE_NAME = re.compile(r"^[a-z0-9_]+$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ENVELOPES = ("none", "kafka")
@@ -28,6 +30,7 @@ PIPELINE_KEYS = (
     "schedule",
     "retries",
     "schema_changes",
+    "landed_at",
 )
 SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 
@@ -102,6 +105,7 @@ class PipelineConfig:
     retries: int = 2
     options: dict[str, Any] = field(default_factory=dict)
     schema_changes: str = "evolve"
+    landed_at: LandedAt = field(default_factory=LandedAt)  # landing times of files (replays)
 
     def keys_for(self, db: str | None, schema: str | None, table: str | None) -> tuple[str, ...]:
         """Configured key columns for a source table, most qualified name first."""
@@ -198,6 +202,10 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
             f"{where}: schema_changes {schema_changes!r} must be one of "
             f"{', '.join(SCHEMA_CHANGE_POLICIES)}"
         )
+    try:
+        landed_at = parse_landed_at(raw.get("landed_at"), where)
+    except LandedAtError as exc:
+        raise ConfigError(str(exc)) from None
     return PipelineConfig(
         name=name,
         format=fmt,
@@ -210,6 +218,7 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         retries=retries,
         options=options,
         schema_changes=schema_changes,
+        landed_at=landed_at,
     )
 
 

@@ -28,11 +28,14 @@ def write_dead_letters(
     landed: DataFrame,
     typing_errors: list[DataFrame],
     summary: RunSummary,
+    only_new: bool = False,
 ) -> None:
     """Append the batch's dead letters, once: a resumed batch that already wrote them skips.
 
     Decode errors come from the cached batch, which keeps their lines; lines with typing errors
-    are read again from ``landed`` (records before decoding), which costs no JSON parse.
+    are read again from ``landed`` (records before decoding), which costs no JSON parse. With
+    ``only_new`` (replays, which read files already applied) a line already dead-lettered by any
+    batch of the pipeline (same file, line and row) is not written again.
     """
     if not summary.dead_lettered:
         return
@@ -53,23 +56,37 @@ def write_dead_letters(
         lines = landed.select("_cdc_file_idx", "_cdc_line", "raw", *kafka)
         errors = errors.unionByName(typed.join(lines, ["_cdc_file_idx", "_cdc_line"]))
     files = spark.createDataFrame(list(enumerate(summary.files)), "_cdc_file_idx int, file string")
-    letters = (
-        errors.join(F.broadcast(files), "_cdc_file_idx")
-        .select(
-            F.lit(pipeline).alias("pipeline"),
-            F.lit(batch.batch_id).cast("bigint").alias("batch_id"),
-            "file",
-            F.col("_cdc_line").alias("line"),
-            F.col("row_in_message").alias("row"),
-            *kafka,
-            F.when(F.col("source_table") != "", F.col("source_table")).alias("source_table"),
-            F.when(F.col("target_table") != "", F.col("target_table")).alias("target_table"),
-            "reason",
-            "raw",
-            F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp").alias("recorded_at"),
-        )
-        .localCheckpoint(eager=True)
+    letters = errors.join(F.broadcast(files), "_cdc_file_idx").select(
+        F.lit(pipeline).alias("pipeline"),
+        F.lit(batch.batch_id).cast("bigint").alias("batch_id"),
+        "file",
+        F.col("_cdc_line").alias("line"),
+        F.col("row_in_message").alias("row"),
+        *kafka,
+        F.when(F.col("source_table") != "", F.col("source_table")).alias("source_table"),
+        F.when(F.col("target_table") != "", F.col("target_table")).alias("target_table"),
+        "reason",
+        "raw",
+        F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp").alias("recorded_at"),
     )
+    if only_new:
+        recorded = (
+            spark.table(table)
+            .where(F.col("pipeline") == pipeline)
+            .select(
+                F.col("file").alias("_file"),
+                F.col("line").alias("_line"),
+                F.coalesce("row", F.lit(0)).alias("_row"),
+            )
+        )
+        letters = letters.join(
+            recorded,
+            (F.col("file") == F.col("_file"))
+            & (F.col("line") == F.col("_line"))
+            & (F.coalesce(F.col("row"), F.lit(0)) == F.col("_row")),
+            "left_anti",
+        )
+    letters = letters.localCheckpoint(eager=True)
     samples = (
         letters.orderBy("file", "line", "row")
         .select("file", "line", "row", "reason")
@@ -80,7 +97,7 @@ def write_dead_letters(
         for r in samples.collect()
     ]
     # Only a resumed batch can find its own dead letters already written.
-    if summary.resumed:
+    if summary.resumed and not only_new:
         already = (
             spark.table(table)
             .where((F.col("pipeline") == pipeline) & (F.col("batch_id") == batch.batch_id))

@@ -25,8 +25,17 @@ from cdc_ingest.evolving_apply import TableContext, apply_with_ddl
 from cdc_ingest.formats import load_decoder
 from cdc_ingest.formats.base import DELETE, UPSERT, Decoder
 from cdc_ingest.inventory import Batch, FileStats, Inventory, cached_columns, take_inventory
+from cdc_ingest.landed_time import LandedRange
 from cdc_ingest.landing import list_landed
 from cdc_ingest.reader import read_lines, to_records
+from cdc_ingest.replay import (
+    ddl_events,
+    drop_rebuilt,
+    plan_batch,
+    prepare_resolved,
+    replay_config,
+    restrict,
+)
 from cdc_ingest.schema_evolution import (
     EVOLVE,
     DdlEvent,
@@ -73,12 +82,16 @@ class RunOptions:
             checkpoint; not even the system tables of a new namespace).
         max_files: plan at most this many new files, the first in landing order.
         run_id: the orchestrator's run id, stored in ``_cdc_batches``.
+        landed: replay the committed files whose landing time is in this range (see ``replay``).
+        rebuild_tables: drop these tables and apply every committed file still landed to them.
     """
 
     tables: tuple[str, ...] = ()
     dry_run: bool = False
     max_files: int | None = None
     run_id: str | None = None
+    landed: LandedRange | None = None
+    rebuild_tables: tuple[str, ...] = ()
 
 
 class _Clock:
@@ -135,7 +148,10 @@ def run_pipeline(
             f"batch {state.pending_batch_id} was planned and not committed: "
             "run without tables to finish it first"
         )
-    plan = store.plan(listing, state, options.max_files)
+    if options.landed is not None or options.rebuild_tables:
+        plan = plan_batch(spark, config, pipeline.name, store, state, listing, options)
+    else:
+        plan = store.plan(listing, state, options.max_files)
     clock.lap("plan")
     summary = RunSummary(
         pipeline=pipeline.name,
@@ -150,8 +166,14 @@ def run_pipeline(
     summary.batch_id, summary.resumed = plan.batch_id, plan.resumed
     summary.files = [f.uri for f in plan.files]
     summary.duplicate_files = dict(plan.duplicates)
+    if plan.replay is not None:
+        of_batches = {f.uri: b for f, (b, _) in zip(plan.files, plan.origins, strict=True)}
+        summary.replay = {**plan.replay, "of_batches": of_batches}
+    run_config = replay_config(config, plan)
     # Only a full, real run is a batch of the checkpoint: planned first, committed last.
     commits = not options.dry_run and not options.tables
+    # A replay's or rebuild's DDL is already in the history (its first application wrote it).
+    records_ddl = commits and plan.replay is None
     stats = FileStats()
     with ThreadPoolExecutor(max_workers=1) as pool:
         planned: Future[None] | None = None
@@ -173,15 +195,22 @@ def run_pipeline(
                 decoder.deletes_without_table,
                 decoder.keyless_tables_append_only,
             )
+            if plan.replay is not None:
+                resolved = prepare_resolved(spark, resolved, plan, catalog, namespace, existing)
             cached = cached_columns(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
             batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
             inventory = take_inventory(batch, summary, stats)
+            restrict(inventory, existing, plan, summary)
             clock.lap("decode")
             if planned is not None:
                 planned.result()
             _maybe_die("after_plan")
+            if commits:
+                drop_rebuilt(spark, catalog, namespace, plan, existing)
             dead: list[DataFrame] = []
             events = collect_ddl(cached) if summary.ddl_recorded else []
+            if plan.replay is not None:
+                events = ddl_events(events, plan)
             save_ddl = functools.partial(
                 record_ddl,
                 spark,
@@ -195,9 +224,10 @@ def run_pipeline(
             )
             if not options.dry_run:
                 try:
-                    check_policy(spark, catalog, pipeline, existing, inventory.tables, events)
+                    policy = run_config.pipeline(pipeline.name)
+                    check_policy(spark, catalog, policy, existing, inventory.tables, events)
                 except SchemaChangeRefused:
-                    if commits:
+                    if records_ddl:
                         save_ddl()
                     raise
             if options.dry_run:
@@ -205,16 +235,25 @@ def run_pipeline(
                 summary.dead_letter_samples = decode_error_samples(batch, summary.files)
             else:
                 dead = _apply_all(
-                    spark, config, pipeline.name, decoder, batch, inventory, summary, events
+                    spark, run_config, pipeline.name, decoder, batch, inventory, summary, events
                 )
                 clock.lap("apply")
                 _maybe_die("after_tables")
             if commits:
                 write_dead_letters(
-                    spark, catalog, namespace, pipeline.name, batch, landed, dead, summary
+                    spark,
+                    catalog,
+                    namespace,
+                    pipeline.name,
+                    batch,
+                    landed,
+                    dead,
+                    summary,
+                    only_new=plan.replay is not None,
                 )
                 if summary.ddl_recorded:
                     summary.add_ddl_outcomes(events)
+                if summary.ddl_recorded and records_ddl:
                     save_ddl()
                 clock.lap("dead_letters")
             cached.unpersist()
@@ -286,7 +325,7 @@ def _apply_all(
     if inventory.tableless_deletes:
         fan_out = _fan_out_tableless_deletes(spark, batch, inventory)
         summary.deletes_without_table_tables = sorted(fan_out)
-    only = set(summary.only_tables)
+    only = set(summary.only_tables) or set((summary.replay or {}).get("tables", []))
     for name in sorted(only - set(inventory.tables)):
         summary.skipped_tables[name] = "no changes in these files"
     by_table: dict[str, list[DdlEvent]] = {}
@@ -308,7 +347,7 @@ def _apply_all(
         base = inventory.tables.get(name) or TargetInventory(name)
         if only and name not in only:
             continue
-        if only and not _keyed(spark, batch, base):
+        if summary.only_tables and not _keyed(spark, batch, base):
             summary.skipped_tables[name] = "append-only: only a full run appends its rows"
             continue
         if name in by_table:

@@ -10,7 +10,7 @@ import gzip
 import hashlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -25,17 +25,22 @@ class LandingError(RuntimeError):
 
 @dataclass(frozen=True)
 class LandedFile:
-    """One landed dump file: its URI, size and a content fingerprint."""
+    """One landed dump file: its URI, size, a content fingerprint and its object time.
+
+    ``modified`` (epoch seconds: file mtime, S3 LastModified) is when the file landed; it is not
+    part of the file's identity.
+    """
 
     uri: str
     size: int
     fingerprint: str | None = None
+    modified: float | None = field(default=None, compare=False)
 
     def with_fingerprint(self) -> LandedFile:
         """This file with its content fingerprint computed (local files are hashed on demand)."""
         if self.fingerprint is not None:
             return self
-        return LandedFile(self.uri, self.size, _hash_local(_local_path(self.uri)))
+        return LandedFile(self.uri, self.size, _hash_local(_local_path(self.uri)), self.modified)
 
 
 def is_landed_name(name: str) -> bool:
@@ -81,7 +86,8 @@ def list_landed(landing: str) -> list[LandedFile]:
     files: list[LandedFile] = []
     try:
         for path in sorted(p for p in root.rglob("*") if p.is_file() and is_landed_name(p.name)):
-            files.append(LandedFile(path.as_uri(), path.stat().st_size))
+            stat = path.stat()
+            files.append(LandedFile(path.as_uri(), stat.st_size, modified=stat.st_mtime))
     except OSError as exc:
         raise LandingError(f"landing zone {landing}: {exc}") from exc
     return files
@@ -110,9 +116,8 @@ def _list_s3(landing: str) -> list[LandedFile]:
                     # The ETag is the object's MD5 for single-part uploads: a content fingerprint
                     # that costs no download.
                     etag = str(obj.get("ETag", "")).strip('"')
-                    files.append(
-                        LandedFile(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), f"etag:{etag}")
-                    )
+                    uri, modified = f"s3://{bucket}/{obj['Key']}", obj["LastModified"].timestamp()
+                    files.append(LandedFile(uri, int(obj["Size"]), f"etag:{etag}", modified))
     except Exception as exc:
         raise LandingError(f"landing zone {landing} cannot be listed: {exc}") from exc
     return sorted(files, key=lambda f: f.uri)

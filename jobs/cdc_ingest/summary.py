@@ -75,6 +75,9 @@ class RunSummary:
     skipped_tables: dict[str, str] = field(default_factory=dict)  # table -> why not applied
     max_files: int | None = None
     deferred_files: int = 0
+    # A replay or rebuild batch: {"mode", the range or tables, "files_not_landed",
+    # "files_not_applied_yet", "of_batches": {file: batch of its first application}}.
+    replay: dict[str, Any] | None = None
     # {file, topic, partition, min_offset, max_offset, records} per file and topic partition.
     kafka_offsets: list[dict[str, Any]] = field(default_factory=list)
     started_at: str | None = None  # ISO 8601, UTC
@@ -119,6 +122,8 @@ class RunSummary:
             lines.append(
                 "  dry run: decoded and counted; no table, dead letter or checkpoint written"
             )
+        if self.replay is not None:
+            lines.append(f"  {_replay_line(self.replay)}")
         if self.only_tables:
             lines.append(
                 f"  only tables {', '.join(self.only_tables)}: files stay pending for a full run"
@@ -189,3 +194,19 @@ class RunSummary:
             )
             lines += [f"    {sample}" for sample in self.dead_letter_samples]
         return "\n".join(lines)
+
+
+def _replay_line(replay: dict[str, Any]) -> str:
+    """What a replay or rebuild batch re-applied, in one line."""
+    if replay["mode"] == "rebuild":
+        what = f"rebuild of {', '.join(replay['tables'])} from every applied file still landed"
+    else:
+        what = (
+            f"replay of the applied files landed in [{replay['from'] or '-inf'}, "
+            f"{replay['to'] or '+inf'}) by {replay['landed_at']}"
+        )
+    return (
+        f"{what} (positions of their first batches kept); {replay['files_not_landed']} applied "
+        f"files no longer landed, {replay['files_not_applied_yet']} files in range not applied "
+        "yet (left to the next run)"
+    )

@@ -13,8 +13,10 @@ Each DAG runs three tasks:
   as the task's XCom.
 
 Params, validated in the trigger form: ``tables`` (apply only these tables), ``dry_run`` (decode
-and report, write nothing), ``max_files`` (cap the files planned); see
-``cdc_ingest.job.RunOptions``.
+and report, write nothing), ``max_files`` (cap the files planned), ``replay_from``/``replay_to``
+(re-apply the files landed in a range), ``rebuild_tables``; see ``cdc_ingest.job.RunOptions`` and
+``cdc_ingest.replay``. A backfill run (``run_type`` backfill) replays the files landed in its data
+interval; scheduled and manual runs apply what is pending.
 
 Parsing a DAG file must stay cheap and must not need Spark: nothing here imports pyspark, and the
 job's jars are looked up when the task is rendered on the worker (the ``cdc_ingest_jars`` macro),
@@ -42,10 +44,11 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Param
+from airflow.timetables.interval import CronDataIntervalTimetable
 from cdc_ingest.config import CatalogConfig, Config, PipelineConfig, load_config
 from cdc_ingest.spark_session import catalog_conf, job_jars, session_conf
 
-from cdc_ingest_airflow.lake_state import batch_summary, has_new_files
+from cdc_ingest_airflow.lake_state import batch_summary, has_work
 
 DAG_ID_PREFIX = "ingest_"
 TASK_ID = "apply_batch"
@@ -130,6 +133,16 @@ def _env_vars(jobs: Path) -> dict[str, str]:
     }
 
 
+def timetable(schedule: str | None) -> CronDataIntervalTimetable | None:
+    """The pipeline's cron schedule with data intervals (UTC).
+
+    A bare cron string would give Airflow 3's CronTriggerTimetable, whose runs have an empty data
+    interval; a backfill run replays the files landed in its interval, so it must have one: the
+    run at the end of each cron period covers that period.
+    """
+    return None if schedule is None else CronDataIntervalTimetable(schedule, timezone="UTC")
+
+
 def params() -> dict[str, Param]:
     """The Params every ingest DAG declares (validated by Airflow, shown in the trigger form)."""
     return {
@@ -157,7 +170,40 @@ def params() -> dict[str, Param]:
             title="Max files",
             description="Plan at most this many new files, oldest first (empty: all).",
         ),
+        "replay_from": Param(
+            None,
+            type=["null", "string"],
+            pattern=INSTANT_PATTERN,
+            title="Replay from",
+            description=(
+                "Re-apply the already-applied files that landed at or after this UTC date or "
+                "date-time (e.g. 2026-11-20 or 2026-11-20T06:00:00Z; landing time as the "
+                "pipeline's landed_at says). Harmless to the tables; empty: no replay."
+            ),
+        ),
+        "replay_to": Param(
+            None,
+            type=["null", "string"],
+            pattern=INSTANT_PATTERN,
+            title="Replay to",
+            description="Replay the files that landed before this UTC date or date-time.",
+        ),
+        "rebuild_tables": Param(
+            [],
+            type="array",
+            items={"type": "string", "pattern": "^[A-Za-z0-9_]+$"},
+            uniqueItems=True,
+            title="Rebuild tables",
+            description=(
+                "Drop these tables of the pipeline and rebuild them from every applied file "
+                "still landed (not with a replay range)."
+            ),
+        ),
     }
+
+
+# An ISO 8601 date or date-time (optional seconds, fraction and zone): what the job accepts.
+INSTANT_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$"
 
 
 # The flags of ``cdc-ingest run`` that carry the Params; empty values mean "not set".
@@ -166,6 +212,14 @@ PARAM_ARGS = [
     "--max-files={{ params.max_files if params.max_files is not none else '' }}",
     "--dry-run={{ 'true' if params.dry_run else 'false' }}",
     "--run-id={{ run_id }}",
+    # A backfill run replays the files that landed in its data interval; other runs replay only
+    # when the Params ask.
+    "--replay-from={{ data_interval_start.isoformat() if dag_run.run_type == 'backfill' "
+    "else (params.replay_from or '') }}",
+    "--replay-to={{ data_interval_end.isoformat() if dag_run.run_type == 'backfill' "
+    "else (params.replay_to or '') }}",
+    "--rebuild-tables={{ '' if dag_run.run_type == 'backfill' "
+    "else params.rebuild_tables | join(',') }}",
 ]
 
 
@@ -207,7 +261,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             f"{pipeline.format} CDC from {pipeline.landing} into "
             f"{config.catalog.name}.{pipeline.namespace}"
         ),
-        schedule=pipeline.schedule,
+        schedule=timetable(pipeline.schedule),
         start_date=START_DATE,
         catchup=False,
         # Two runs of one pipeline would apply the same landed files twice.
@@ -220,7 +274,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
     ) as dag:
         where = {"config_path": config_path, "pipeline_name": pipeline.name}
         check = ShortCircuitOperator(
-            task_id=CHECK_TASK_ID, python_callable=has_new_files, op_kwargs=where
+            task_id=CHECK_TASK_ID, python_callable=has_work, op_kwargs=where
         )
         apply = SparkSubmitOperator(
             task_id=TASK_ID,
@@ -239,6 +293,9 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             env_vars=_env_vars(application.parent),
             name=f"cdc-ingest-{pipeline.name}",
             verbose=False,
+            # Backfill runs do not count towards the DAG's max_active_runs (Airflow 3): this
+            # keeps a backfill's batch and a scheduled batch of one pipeline from overlapping.
+            max_active_tis_per_dag=1,
         )
         summary = PythonOperator(task_id=SUMMARY_TASK_ID, python_callable=report, op_kwargs=where)
         check >> apply >> summary

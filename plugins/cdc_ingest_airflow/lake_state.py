@@ -1,8 +1,8 @@
 """What an ingest DAG's cheap tasks read from the catalog, with pyiceberg: no JVM, no pyspark.
 
-- :func:`has_new_files` (the ``check_landing`` short-circuit task): is there anything for Spark to
-  do? Lists the landing zone and compares it with the pipeline's committed files in
-  ``_cdc_checkpoints``.
+- :func:`has_work` (the ``check_landing`` short-circuit task): is there anything for Spark to
+  do? Always for a replay, rebuild or backfill run; otherwise :func:`has_new_files` lists the
+  landing zone and compares it with the pipeline's committed files in ``_cdc_checkpoints``.
 - :func:`batch_summary` (the ``batch_summary`` task): the summary of the batch that this DAG run's
   ``apply_batch`` recorded in ``_cdc_batches``, returned as the task's XCom.
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from cdc_ingest.checkpoint_store import APPLIED, COMMITTED, DUPLICATE, PLANNED
@@ -88,6 +89,20 @@ def has_new_files(config_path: str, pipeline_name: str) -> bool:
         return True
     log.info("pipeline %s: %d new landed files %s", pipeline_name, len(files), files[:20])
     return bool(files)
+
+
+def has_work(config_path: str, pipeline_name: str, params: Mapping[str, Any], dag_run: Any) -> bool:
+    """The ``check_landing`` task: a replay, rebuild or backfill run always has work; others
+    have work when :func:`has_new_files` says so."""
+    run_type = getattr(dag_run, "run_type", None)
+    backfill = getattr(run_type, "value", run_type) == "backfill"
+    if backfill or params.get("replay_from") or params.get("replay_to"):
+        log.info("pipeline %s: replaying the files landed in the run's range", pipeline_name)
+        return True
+    if params.get("rebuild_tables"):
+        log.info("pipeline %s: rebuilding %s", pipeline_name, params["rebuild_tables"])
+        return True
+    return has_new_files(config_path, pipeline_name)
 
 
 def batch_summary(

@@ -1,0 +1,215 @@
+"""End to end: ``airflow backfill create`` runs replay the files landed in each past interval.
+
+The real stack: a scheduler (LocalExecutor) and an API server (the task runner's execution API)
+run the backfill's DAG runs, whose ``apply_batch`` spark-submits the job; pyiceberg reads the
+tables back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_airflow_dags_test import VENV_BIN, _airflow, _java_home, _tail
+
+REPO = Path(__file__).resolve().parent.parent
+DEADLINE_S = 900
+
+
+def _debezium_insert(order_id: int, ts: int) -> str:
+    source = {"connector": "mysql", "db": "shop", "table": "orders", "ts_ms": ts}
+    change = {"op": "c", "ts_ms": ts, "before": None, "after": {"id": order_id}, "source": source}
+    return json.dumps(change) + "\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _backfill_runs(airflow_home: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT run_id, state FROM dag_run WHERE run_type = 'backfill' ORDER BY run_id"
+        ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def _apply_windows(airflow_home: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT start_date, end_date FROM task_instance "
+            "WHERE task_id = 'apply_batch' AND run_id LIKE 'backfill__%' ORDER BY start_date"
+        ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+@pytest.mark.slow
+def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> None:
+    java_home = _java_home()
+    if java_home is None or not (VENV_BIN / "airflow").exists():
+        pytest.skip("no Java runtime or no airflow in the virtual environment")
+    landing = tmp_path / "landing"
+    for day, order_id in ((20, 1), (21, 2), (22, 3)):
+        (landing / f"dt=2026-11-{day}").mkdir(parents=True)
+        (landing / f"dt=2026-11-{day}" / "orders.json").write_text(
+            _debezium_insert(order_id, 1000 * day)
+        )
+    catalog_uri, warehouse = f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/warehouse"
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            catalog: {{name: lake, uri: "{catalog_uri}", warehouse: "{warehouse}"}}
+            pipelines:
+              - name: shop
+                format: debezium-json
+                landing: file://{landing}
+                namespace: ods
+                schedule: "@daily"
+                retries: 0
+                keys: {{orders: [id]}}
+                landed_at: {{path_pattern: "dt=%Y-%m-%d"}}
+            """
+        )
+    )
+    home, port = tmp_path / "airflow", _free_port()
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API_AUTH__JWT_SECRET": "test-only-secret-for-loopback",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+        "CDC_INGEST_CONFIG": str(config),
+        "AIRFLOW_CONN_SPARK_LOCAL": '{"conn_type":"spark","host":"local[1]"}',
+        "PATH": os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]),
+        "JAVA_HOME": java_home,
+    }
+    for inherited in ("PYSPARK_SUBMIT_ARGS", "SPARK_ENV_LOADED", "SPARK_HOME"):
+        env.pop(inherited, None)
+    assert (done := _airflow(["db", "migrate"], env, tmp_path)).returncode == 0, _tail(done)
+    # A manual run applies every landed file (and stores the DAG in the metadata database).
+    assert (done := _airflow(["dags", "test", "ingest_shop"], env, tmp_path)).returncode == 0, (
+        _tail(done)
+    )
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("lake", uri=catalog_uri, warehouse=warehouse)
+    orders = catalog.load_table("ods.orders")
+    assert sorted(r["id"] for r in orders.scan().to_arrow().to_pylist()) == [1, 2, 3]
+    orders.delete("id >= 0")  # every row lost: the backfill brings back its intervals' rows
+    assert orders.refresh().scan().to_arrow().num_rows == 0
+
+    create = _airflow(
+        [
+            "backfill",
+            "create",
+            "--dag-id",
+            "ingest_shop",
+            "--from-date",
+            "2026-11-20",
+            "--to-date",
+            "2026-11-21",
+            "--max-active-runs",
+            "2",
+        ],
+        env,
+        tmp_path,
+    )
+    assert create.returncode == 0, _tail(create)
+    # The scheduler runs no run of a paused DAG, backfills included; unpaused, it also keeps the
+    # schedule running (its runs apply what is pending: nothing new here).
+    unpause = _airflow(["dags", "unpause", "ingest_shop"], env, tmp_path)
+    assert unpause.returncode == 0, _tail(unpause)
+    logs: list[Any] = []
+    servers: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> None:
+        logs.append(open(tmp_path / f"{args[0]}.log", "w"))  # noqa: SIM115
+        servers.append(
+            subprocess.Popen(
+                [str(VENV_BIN / "airflow"), *args],
+                env=env,
+                cwd=tmp_path,
+                stdout=logs[-1],
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+
+    try:
+        # Task runners report to the API server: it must answer before the scheduler starts.
+        start("api-server", "--port", str(port))
+        deadline = time.monotonic() + DEADLINE_S
+        while not _answers(f"http://127.0.0.1:{port}/api/v2/monitor/health"):
+            assert time.monotonic() < deadline and servers[0].poll() is None, "no API server"
+            time.sleep(1)
+        start("scheduler")
+        runs = _backfill_runs(home)
+        while time.monotonic() < deadline:
+            runs = _backfill_runs(home)
+            if len(runs) == 2 and all(state in ("success", "failed") for _, state in runs):
+                break
+            time.sleep(2)  # polling the metadata database until the runs finish
+    finally:
+        for server in servers:
+            os.killpg(server.pid, signal.SIGTERM)
+        for server in servers:
+            server.wait(timeout=60)
+        for log in logs:
+            log.close()
+    scheduler_log = (tmp_path / "scheduler.log").read_text()[-4000:]
+    assert [state for _, state in runs] == ["success", "success"], (runs, scheduler_log)
+
+    # Each run replayed its own day's file: the two days' rows are back, the 22nd's is not.
+    rows = catalog.load_table("ods.orders").scan().to_arrow().to_pylist()
+    assert sorted(r["id"] for r in rows) == [1, 2]
+    batches = catalog.load_table("ods._cdc_batches").scan().to_arrow().to_pylist()
+    replays: dict[str, Any] = {
+        r["run_id"]: json.loads(r["summary"]) for r in batches if r["run_id"].startswith("backfill")
+    }
+    assert sorted(s["files"][0].rsplit("/", 2)[1] for s in replays.values()) == [
+        "dt%3D2026-11-20",
+        "dt%3D2026-11-21",
+    ]
+    for summary in replays.values():
+        assert summary["replay"]["mode"] == "replay" and len(summary["files"]) == 1
+        day = summary["files"][0].rsplit("/", 2)[1][-10:]
+        assert summary["replay"]["from"] == f"{day}T00:00:00+00:00"
+    # Two backfill runs were active at once, but their batches did not overlap.
+    (_, first_end), (second_start, _) = _apply_windows(home)
+    assert first_end <= second_start
+
+    # The rebuild_tables Param (here as run conf) drops the table and re-ingests every file.
+    rebuild = _airflow(
+        ["dags", "test", "ingest_shop", "-c", json.dumps({"rebuild_tables": ["orders"]})],
+        env,
+        tmp_path,
+    )
+    assert rebuild.returncode == 0, _tail(rebuild)
+    rows = catalog.load_table("ods.orders").scan().to_arrow().to_pylist()
+    assert sorted(r["id"] for r in rows) == [1, 2, 3]
