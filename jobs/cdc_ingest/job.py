@@ -173,7 +173,7 @@ def run_pipeline(
                 decoder.deletes_without_table,
                 decoder.keyless_tables_append_only,
             )
-            cached = cached_columns(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
+            cached = cached_columns(resolved).persist(StorageLevel.MEMORY_AND_DISK)
             batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
             inventory = take_inventory(batch, summary, stats)
             clock.lap("decode")
