@@ -117,8 +117,11 @@ def _read_local(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
     text = spark.read.option("lineSep", "\n").text(paths)
     partition_base = F.spark_partition_id().cast("bigint") * (1 << _ROW_BITS)
     # Numbered right on top of the scan, before any filter, so that every line counts.
+    scanned = F.col("_metadata.file_path")
+    # A file the mapping misses would lose its lines' file: fail the run instead.
+    unknown = F.raise_error(F.concat(F.lit("read a file the batch does not name: "), scanned))
     numbered = text.select(
-        F.element_at(F.create_map(*file_index), F.col("_metadata.file_path"))
+        F.coalesce(F.element_at(F.create_map(*file_index), scanned), unknown)
         .cast("int")
         .alias("_cdc_file_idx"),
         (F.monotonically_increasing_id() - partition_base + 1).alias("_cdc_line"),
