@@ -37,7 +37,7 @@ PHASES: tuple[tuple[str, str, str, str | None], ...] = (
 REMAINDER = {
     "run_pipeline": "other (less the overlap of record planned)",
     "apply all tables": "other",
-    "apply table": "type + collapse + classify + count (localCheckpoint)",
+    "apply table": "type + collapse + classify + count",
 }
 
 
