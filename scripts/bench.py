@@ -15,18 +15,15 @@ dead letters, lines != N, or per-table counts other than what the generator prod
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import random
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "jobs") not in sys.path:
@@ -34,6 +31,9 @@ if str(REPO / "jobs") not in sys.path:
 
 from cdc_ingest.config import load_config  # noqa: E402
 from cdc_ingest.summary import RunSummary  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_phases import render_phases, timed_phases, tree_cpu_seconds  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,91 +146,6 @@ def prepare_data(workdir: Path, messages: int, files: int, seed: int) -> tuple[E
     record = {**wanted, "sizes": sizes, "expected": asdict(expected)}
     manifest.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return expected, False
-
-
-# --------------------------------------------------------------------------- phase timing
-
-# (module, attribute, label, parent label): functions wrapped while the pipeline runs.
-STORE = "cdc_ingest.checkpoint_store"
-PHASES: tuple[tuple[str, str, str, str | None], ...] = (
-    ("cdc_ingest.job", "run_pipeline", "run_pipeline", None),
-    ("cdc_ingest.job", "list_landed", "list landing zone", "run_pipeline"),
-    ("cdc_ingest.job", "ensure_system_tables", "ensure _cdc_ tables", "run_pipeline"),
-    (STORE, "CheckpointStore.load", "load checkpoints", "run_pipeline"),
-    (STORE, "CheckpointStore.plan", "plan (sha256 of files)", "run_pipeline"),
-    (STORE, "CheckpointStore.record_planned", "record planned (overlaps 1st pass)", "run_pipeline"),
-    ("cdc_ingest.job", "take_inventory", "read + decode + inventory (1st pass)", "run_pipeline"),
-    ("cdc_ingest.job", "_apply_all", "apply all tables", "run_pipeline"),
-    ("cdc_ingest.job", "prepare_target", "prepare target (infer types, DDL)", "apply all tables"),
-    ("cdc_ingest.job", "apply_table", "apply table", "apply all tables"),
-    ("cdc_ingest.apply", "_merge_target", "MERGE INTO target", "apply table"),
-    ("cdc_ingest.apply", "_merge_tombstones", "MERGE INTO tombstones", "apply table"),
-    ("cdc_ingest.apply", "_append_target", "append to created target", "apply table"),
-    ("cdc_ingest.apply", "_append_tombstones", "append first tombstones", "apply table"),
-    ("cdc_ingest.job", "write_dead_letters", "dead letters", "run_pipeline"),
-    (STORE, "CheckpointStore.record_committed", "record committed", "run_pipeline"),
-)
-REMAINDER = {
-    "run_pipeline": "other (less the overlap of record planned)",
-    "apply all tables": "other",
-    "apply table": "type + collapse + classify + count (localCheckpoint)",
-}
-
-
-@contextmanager
-def timed_phases(totals: dict[str, float]) -> Iterator[None]:
-    """Accumulate wall time per phase into ``totals`` while the context is open."""
-    import importlib
-
-    undo: list[tuple[Any, str, Any]] = []
-
-    def wrap(original: Callable[..., Any], label: str) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                totals[label] = totals.get(label, 0.0) + time.perf_counter() - start
-
-        return timed
-
-    try:
-        for module_name, attribute, label, _ in PHASES:
-            owner: Any = importlib.import_module(module_name)
-            *path, name = attribute.split(".")
-            for part in path:
-                owner = getattr(owner, part)
-            original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-            undo.append((owner, name, original))
-            setattr(owner, name, wrap(original, label))
-        yield
-    finally:
-        for owner, name, original in reversed(undo):
-            setattr(owner, name, original)
-
-
-def render_phases(totals: dict[str, float]) -> list[str]:
-    """The phases as an indented tree, each parent's unaccounted time as its remainder."""
-    children: dict[str | None, list[str]] = {}
-    for _, _, label, parent in PHASES:
-        children.setdefault(parent, []).append(label)
-    lines: list[str] = []
-
-    def line(label: str, depth: int, seconds: float) -> None:
-        lines.append(f"  {'  ' * depth}{label:<{56 - 2 * depth}} {seconds:8.2f} s")
-
-    def walk(label: str, depth: int) -> None:
-        line(label, depth, totals.get(label, 0.0))
-        kids = children.get(label, [])
-        for kid in kids:
-            walk(kid, depth + 1)
-        if kids and label in REMAINDER:
-            rest = totals.get(label, 0.0) - sum(totals.get(k, 0.0) for k in kids)
-            line(REMAINDER[label], depth + 1, rest)
-
-    walk("run_pipeline", 0)
-    return lines
 
 
 # --------------------------------------------------------------------------- measurements
@@ -363,19 +278,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         warm, counted = baseline(spark, landing)
         print(f"baseline warm-up:  {rate(expected.messages, warm)}", flush=True)
+        cpu = tree_cpu_seconds()
         base, counted = baseline(spark, landing)
+        base_cpu = tree_cpu_seconds() - cpu
         if counted != expected.messages:
             print(f"warning: baseline counted {counted} ops, expected {expected.messages}")
-        print(f"baseline:          {rate(expected.messages, base)}", flush=True)
+        print(f"baseline:          {rate(expected.messages, base)}, CPU {base_cpu:.1f} s")
 
-        totals: dict[str, float] = {}
+        totals: dict[str, list[float]] = {}
         with timed_phases(totals):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), tree_cpu_seconds()
             summary = job_module.run_pipeline(spark, config, "bench")
             end_to_end = time.perf_counter() - start
-        print(f"end to end:        {rate(expected.messages, end_to_end)}")
+        run_cpu = tree_cpu_seconds() - cpu
+        print(f"end to end:        {rate(expected.messages, end_to_end)}, CPU {run_cpu:.1f} s")
         ratio = end_to_end / base
-        print(f"ratio end_to_end/baseline: {ratio:.2f}x")
+        print(f"ratio end_to_end/baseline: {ratio:.2f}x (CPU time: {run_cpu / base_cpu:.2f}x)")
         print(f"target <= {TARGET_RATIO:.1f}x: {'PASS' if ratio <= TARGET_RATIO else 'FAIL'}")
         print("pipeline phases (wall time):")
         print("\n".join(render_phases(totals)))

@@ -12,13 +12,14 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
 from cdc_ingest.column_values import column_error, typed_value
 from cdc_ingest.formats.base import DELETE, UPSERT, ColumnType
 from cdc_ingest.summary import TableSummary
-from cdc_ingest.tables import ORDER_COLUMN, quote
+from cdc_ingest.tables import ORDER_COLUMN, holds_rows, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -236,6 +237,8 @@ def _append(rows: DataFrame, identifier: str, batch_id: int) -> None:
 
 
 def _has_tombstones(spark: SparkSession, target: TargetTable) -> bool:
+    if not holds_rows(spark, target.tombstones):
+        return False
     keys = spark.table(target.tombstones).where(F.col("target_table") == target.name)
     return bool(keys.limit(1).count())
 
@@ -266,43 +269,51 @@ def apply_table(
     """
     typed = typed_changes(changes, target, batch_id)
     newest = newest_changes(typed.where(F.col("_type_error").isNull()))
-    # Cut the lineage: the MERGE below changes the table this classification read, and a
-    # recomputation after it would classify against the new state.
     tombstones = _has_tombstones(spark, target)
-    classified = classify(
-        spark, newest, target, table_rows=not created, tombstones=tombstones
-    ).localCheckpoint(eager=True)
-    counts = {
-        (r["_action"], r["_had_tombstone"]): (r["keys"], r["changes"])
-        for r in classified.groupBy("_action", "_had_tombstone")
-        .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
-        .collect()
-    }
-    by_action: dict[str, int] = {}
-    for (act, _), (keys, _) in counts.items():
-        by_action[act] = by_action.get(act, 0) + keys
-    good = sum(n for _, n in counts.values())
-    summary = TableSummary(
-        table=target.name,
-        messages=good,
-        inserted=by_action.get(INSERT, 0),
-        updated=by_action.get(UPDATE, 0),
-        deleted=by_action.get(DELETED, 0),
-        deleted_absent=by_action.get(DELETED_ABSENT, 0),
-        superseded=good - sum(by_action.values()),
-        older=by_action.get(OLDER, 0),
-        dead_lettered=rows - good,
-    )
-    if summary.inserted or summary.updated or summary.deleted:
+    classified = classify(spark, newest, target, table_rows=not created, tombstones=tombstones)
+    if created:
+        # Classified against no table rows: nothing the writes below change is read again, so a
+        # cache (filled by the count below) is enough.
+        classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
+    else:
+        # Cut the lineage: the MERGE below changes the table this classification read, and a
+        # recomputation after it would classify against the new state.
+        classified = classified.localCheckpoint(eager=True)
+    try:
+        counts = {
+            (r["_action"], r["_had_tombstone"]): (r["keys"], r["changes"])
+            for r in classified.groupBy("_action", "_had_tombstone")
+            .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
+            .collect()
+        }
+        by_action: dict[str, int] = {}
+        for (act, _), (keys, _) in counts.items():
+            by_action[act] = by_action.get(act, 0) + keys
+        good = sum(n for _, n in counts.values())
+        summary = TableSummary(
+            table=target.name,
+            messages=good,
+            inserted=by_action.get(INSERT, 0),
+            updated=by_action.get(UPDATE, 0),
+            deleted=by_action.get(DELETED, 0),
+            deleted_absent=by_action.get(DELETED_ABSENT, 0),
+            superseded=good - sum(by_action.values()),
+            older=by_action.get(OLDER, 0),
+            dead_lettered=rows - good,
+        )
+        if summary.inserted or summary.updated or summary.deleted:
+            if created:
+                _append_target(classified, target, batch_id)
+            else:
+                _merge_target(spark, classified, target)
+        if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
+            if tombstones:
+                _merge_tombstones(spark, classified, target, batch_id)
+            else:
+                _append_tombstones(classified, target, batch_id)
+    finally:
         if created:
-            _append_target(classified, target, batch_id)
-        else:
-            _merge_target(spark, classified, target)
-    if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
-        if tombstones:
-            _merge_tombstones(spark, classified, target, batch_id)
-        else:
-            _append_tombstones(classified, target, batch_id)
+            classified.unpersist()
     bad = typing_errors(typed, target)
     bad = (
         bad.localCheckpoint(eager=True) if summary.dead_lettered else bad.limit(0).localCheckpoint()

@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from cdc_ingest.changes import DUPLICATE
-from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder
+from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT
 from cdc_ingest.summary import RunSummary
 from cdc_ingest.target_schema import TargetInventory, image_sample
 
@@ -67,7 +67,7 @@ class FileStats:
         return [(i, t, p, lo, hi, n) for (i, t, p), (lo, hi, n) in self.ranges.items()]
 
 
-def cached_columns(resolved: DataFrame, decoder: Decoder) -> DataFrame:
+def cached_columns(resolved: DataFrame) -> DataFrame:
     """The columns to cache: what inventory, apply, dead letters and file stats read."""
     return resolved.select(
         "_cdc_file_idx",
@@ -90,7 +90,7 @@ def cached_columns(resolved: DataFrame, decoder: Decoder) -> DataFrame:
         "_cdc_order",
         "_cdc_error",
         F.when(F.col("_cdc_error").isNotNull(), F.col("raw")).alias("raw"),
-        image_sample(decoder),
+        image_sample(),
     )
 
 

@@ -197,7 +197,7 @@ def run_pipeline(
             )
             if plan.replay is not None:
                 resolved = prepare_resolved(spark, resolved, plan, catalog, namespace, existing)
-            cached = cached_columns(resolved, decoder).persist(StorageLevel.MEMORY_AND_DISK)
+            cached = cached_columns(resolved).persist(StorageLevel.MEMORY_AND_DISK)
             batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
             inventory = take_inventory(batch, summary, stats)
             restrict(inventory, existing, plan, summary)

@@ -1,22 +1,27 @@
 """Landed files to records: one row per Kafka record, with its file and line.
 
-Files are read by Arrow-batched Python workers (``mapInArrow``), one task per file, because that
-keeps exact line numbers (which Spark's text source cannot give), reads gzip and S3 alike, and
-costs no per-row Python beyond splitting lines. Everything after that is Spark SQL.
+Local files (plain or gzipped) are read by Spark's text source, one file per partition, so a line's
+number is its position inside the partition; S3 objects are read by Arrow-batched Python workers
+(``mapInArrow``, boto3 in the workers), one task per file. Both number lines from 1 counting blank
+lines, skip blank lines, split on "\n" only, drop a trailing "\r" and a leading UTF-8 BOM, and
+flag a line that is not valid UTF-8. Everything after that is Spark SQL.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_ingest.landing import iter_lines, read_bytes, s3_endpoint
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 LINES_SCHEMA = "_cdc_file_idx int, _cdc_line bigint, raw string, read_error string"
 KAFKA_ENVELOPE_SCHEMA = (
@@ -51,9 +56,7 @@ def _lines_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
                             errors.append(None)
                         except UnicodeDecodeError as exc:
                             texts.append(line.decode("utf-8", errors="replace"))
-                            errors.append(
-                                f"line is not valid UTF-8 ({exc.reason} at byte {exc.start})"
-                            )
+                            errors.append(f"line is not valid UTF-8 (at byte {exc.start})")
                     raw = pa.array(texts, pa.string())
                 yield pa.RecordBatch.from_pydict(
                     {
@@ -65,15 +68,86 @@ def _lines_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
                 )
 
 
+# Spark's file sources split large files and pack small ones together; with both limits this
+# high every file is one partition (gzip is never split), which the line numbering relies on.
+ONE_FILE_PER_PARTITION = {
+    "spark.sql.files.maxPartitionBytes": str(1 << 50),
+    "spark.sql.files.openCostInBytes": str(1 << 50),
+}
+# monotonically_increasing_id puts the partition index above the low 33 bits of the row position.
+_ROW_BITS = 33
+# What Python's bytes.strip() strips: a line of only these is blank.
+_BLANK = " \t\n\r\x0b\x0c"
+_GLOB_CHARACTERS = "\\[]{}*?"
+
+
 def read_lines(spark: SparkSession, uris: list[str]) -> DataFrame:
     """Every non-blank line of the given files, with ``_cdc_file_idx`` (index in ``uris``)."""
-    # The driver's S3 endpoint travels with each file: executors may not share its environment.
-    rows = [(i, uri, s3_endpoint()) for i, uri in enumerate(uris)]
-    plan = spark.createDataFrame(
-        spark.sparkContext.parallelize(rows, max(1, len(rows))),
-        "file_idx int, uri string, endpoint string",
+    local = [(i, uri) for i, uri in enumerate(uris) if not uri.startswith("s3://")]
+    remote = [(i, uri) for i, uri in enumerate(uris) if uri.startswith("s3://")]
+    parts: list[DataFrame] = []
+    if local:
+        parts.append(_read_local(spark, local))
+    if remote:
+        # The driver's S3 endpoint travels with each file: executors may not share its environment.
+        rows = [(i, uri, s3_endpoint()) for i, uri in remote]
+        plan = spark.createDataFrame(
+            spark.sparkContext.parallelize(rows, len(rows)),
+            "file_idx int, uri string, endpoint string",
+        )
+        parts.append(plan.mapInArrow(_lines_batches, LINES_SCHEMA))
+    return functools.reduce(DataFrame.unionByName, parts)
+
+
+def _read_local(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
+    """Local files through Spark's text source: no Python per line."""
+    for key, setting in ONE_FILE_PER_PARTITION.items():
+        spark.conf.set(key, setting)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    paths: list[str] = []
+    file_index: list[Column] = []
+    for idx, uri in files:
+        path = unquote(urlparse(uri).path)
+        # The text source globs its paths; a landed name may hold glob characters.
+        paths.append("file://" + "".join("\\" + c if c in _GLOB_CHARACTERS else c for c in path))
+        # The scan's _metadata.file_path is the file's URI as Hadoop encodes it.
+        hadoop_uri = jvm.org.apache.hadoop.fs.Path(jvm.java.io.File(path).toURI()).toUri()
+        file_index += [F.lit(hadoop_uri.toString()), F.lit(idx)]
+    text = spark.read.option("lineSep", "\n").text(paths)
+    partition_base = F.spark_partition_id().cast("bigint") * (1 << _ROW_BITS)
+    # Numbered right on top of the scan, before any filter, so that every line counts.
+    scanned = F.col("_metadata.file_path")
+    # A file the mapping misses would lose its lines' file: fail the run instead.
+    unknown = F.raise_error(F.concat(F.lit("read a file the batch does not name: "), scanned))
+    numbered = text.select(
+        F.coalesce(F.element_at(F.create_map(*file_index), scanned), unknown)
+        .cast("int")
+        .alias("_cdc_file_idx"),
+        (F.monotonically_increasing_id() - partition_base + 1).alias("_cdc_line"),
+        "value",
     )
-    return plan.mapInArrow(_lines_batches, LINES_SCHEMA)
+    value = F.col("value")
+    # The text source passes the bytes through unchecked: invalid UTF-8 does not survive a
+    # round trip through a Java string.
+    invalid = value.cast("binary") != F.encode(value, "UTF-8")
+    decoded = F.decode(value.cast("binary"), "UTF-8")
+    # Bytes before the first replacement character: where the invalid sequence starts.
+    bad_byte = F.octet_length(F.substring_index(decoded, "\ufffd", 1))
+    stripped = F.when(value.endswith("\r"), F.regexp_replace(value, "\r+$", "")).otherwise(value)
+    # Most lines start with a character that is not blank: only the others are trimmed.
+    blank = F.ascii(value).isin(*(ord(c) for c in _BLANK), 0) & (
+        F.length(F.btrim(value, F.lit(_BLANK))) == 0
+    )
+    return numbered.where(~blank).select(
+        "_cdc_file_idx",
+        "_cdc_line",
+        F.when(invalid, F.regexp_replace(decoded, "\r+$", "")).otherwise(stripped).alias("raw"),
+        F.when(
+            invalid,
+            F.concat(F.lit("line is not valid UTF-8 (at byte "), bad_byte, F.lit(")")),
+        ).alias("read_error"),
+    )
 
 
 def to_records(lines: DataFrame, envelope: str) -> DataFrame:

@@ -157,3 +157,19 @@ def add_columns(spark: SparkSession, identifier: str, columns: dict[str, ColumnT
     if columns:
         added = ", ".join(f"{quote(n)} {c.spark_type}" for n, c in columns.items())
         spark.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({added})")
+
+
+def holds_rows(spark: SparkSession, identifier: str) -> bool:
+    """Whether an Iceberg table may hold rows, from its current snapshot: no Spark job.
+
+    False only when the table has no snapshot or its snapshot summary counts no records.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, identifier
+    )
+    snapshot = table.currentSnapshot()
+    if snapshot is None:
+        return False
+    return str(snapshot.summary().get("total-records")) != "0"

@@ -66,16 +66,20 @@ def inferred_type(data_type: T.DataType) -> ColumnType:
     return ColumnType("string")
 
 
-def image_sample(decoder: Decoder) -> Column:
-    """The row image's JSON text for the first lines of each file, kept with the cached batch.
+def image_sample() -> Column:
+    """The message text of the first lines of each file, kept with the cached batch for inference.
 
     Inference needs the image as JSON (a map of strings no longer tells ``"1"`` from ``1``), and
-    re-parsing the batch for it would cost another full decode.
+    re-parsing the batch for it would cost another full decode. The image is cut out of the text
+    only when types are inferred, and only for the lines inference takes.
     """
-    image = F.coalesce(*[F.get_json_object("value", p) for p in decoder.image_json_paths])
     return F.when(
-        F.col("_cdc_error").isNull() & (F.col("_cdc_line") <= INFERENCE_SAMPLE), image
+        F.col("_cdc_error").isNull() & (F.col("_cdc_line") <= INFERENCE_SAMPLE), F.col("value")
     ).alias(SAMPLE_COLUMN)
+
+
+def _image_json(text: Column, decoder: Decoder) -> Column:
+    return F.coalesce(*[F.get_json_object(text, p) for p in decoder.image_json_paths])
 
 
 def _inferred(spark: SparkSession, sample: list[str], wanted: set[str]) -> dict[str, ColumnType]:
@@ -105,10 +109,12 @@ def infer_types(
         wanted: the columns to type.
     """
     mine = (F.col("_cdc_target") == target) & F.col("_cdc_error").isNull()
+    image = _image_json(F.col(SAMPLE_COLUMN), decoder)
     sample = [
         r[0]
         for r in batch.where(mine & F.col(SAMPLE_COLUMN).isNotNull())
-        .select(SAMPLE_COLUMN)
+        .select(image)
+        .where(image.isNotNull())
         .limit(INFERENCE_SAMPLE)
         .collect()
     ]
@@ -116,7 +122,7 @@ def infer_types(
     missing = sorted(wanted - set(types))
     late = F.exists(F.map_keys("image"), lambda c: c.isin(*missing))
     if missing and batch.where(mine & late).limit(1).count():
-        image = F.coalesce(*[F.get_json_object("value", p) for p in decoder.image_json_paths])
+        image = _image_json(F.col("value"), decoder)
         more = [
             r[0]
             for r in records.where(mine & late)
