@@ -28,6 +28,7 @@ PIPELINE_KEYS = (
     "schedule",
     "retries",
     "schema_changes",
+    "aws_conn_id",
 )
 SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 
@@ -102,6 +103,8 @@ class PipelineConfig:
     retries: int = 2
     options: dict[str, Any] = field(default_factory=dict)
     schema_changes: str = "evolve"
+    # An Airflow AWS connection for an s3:// landing zone; resolved by the Airflow tasks.
+    aws_conn_id: str | None = None
 
     def keys_for(self, db: str | None, schema: str | None, table: str | None) -> tuple[str, ...]:
         """Configured key columns for a source table, most qualified name first."""
@@ -198,6 +201,9 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
             f"{where}: schema_changes {schema_changes!r} must be one of "
             f"{', '.join(SCHEMA_CHANGE_POLICIES)}"
         )
+    aws_conn_id = raw.get("aws_conn_id")
+    if aws_conn_id is not None and not (isinstance(aws_conn_id, str) and aws_conn_id.strip()):
+        raise ConfigError(f"{where}: aws_conn_id must be an Airflow connection id (a string)")
     return PipelineConfig(
         name=name,
         format=fmt,
@@ -210,6 +216,7 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         retries=retries,
         options=options,
         schema_changes=schema_changes,
+        aws_conn_id=aws_conn_id,
     )
 
 

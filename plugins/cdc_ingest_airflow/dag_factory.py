@@ -39,12 +39,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Param
 from cdc_ingest.config import CatalogConfig, Config, PipelineConfig, load_config
 from cdc_ingest.spark_session import catalog_conf, job_jars, session_conf
 
+from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
 from cdc_ingest_airflow.lake_state import batch_summary, has_new_files
 
 DAG_ID_PREFIX = "ingest_"
@@ -222,8 +222,9 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         check = ShortCircuitOperator(
             task_id=CHECK_TASK_ID, python_callable=has_new_files, op_kwargs=where
         )
-        apply = SparkSubmitOperator(
+        apply = IngestSparkSubmitOperator(
             task_id=TASK_ID,
+            aws_conn_id=pipeline.aws_conn_id,
             application=str(application),
             application_args=[
                 "run",
