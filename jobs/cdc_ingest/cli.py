@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from cdc_ingest.config import ConfigError, load_config
+from cdc_ingest.config import Config, ConfigError, load_config
 from cdc_ingest.landing import LandingError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -45,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print the summary JSON as last line")
     run.add_argument("--run-id", default=None, help="orchestrator run id kept in _cdc_batches")
+    maintain = commands.add_parser(
+        "maintain",
+        help="compact the pipeline's tables, expire old snapshots, remove orphan files",
+    )
+    maintain.add_argument("--config", required=True, help="pipelines YAML file")
+    maintain.add_argument("--pipeline", required=True, help="pipeline name")
+    maintain.add_argument("--json", action="store_true", help="print the summary JSON as last line")
     check = commands.add_parser("check", help="validate a pipelines file and list its pipelines")
     check.add_argument("--config", required=True)
     return parser
@@ -96,21 +103,48 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from cdc_ingest.job import RunOptions, RunRefused, run_pipeline
     from cdc_ingest.landing import list_landed
+    from cdc_ingest.namespace_lock import NamespaceLocked, namespace_lock
     from cdc_ingest.schema_evolution import SchemaChangeRefused
     from cdc_ingest.spark_session import EnvironmentProblem, build_session
 
+    if args.command == "maintain":
+        return _maintain(config, pipeline.name, args.json)
     try:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
         list_landed(pipeline.landing)
         spark = build_session(config.catalog, app_name=f"cdc-ingest-{pipeline.name}")
         options = RunOptions(args.tables, args.dry_run, args.max_files, args.run_id)
-        summary = run_pipeline(spark, config, pipeline.name, options)
-    except (LandingError, EnvironmentProblem, RunRefused) as exc:
+        # Shared: other ingest runs of the namespace go on; maintenance waits for them all.
+        with namespace_lock(
+            config.catalog,
+            pipeline.namespace,
+            exclusive=False,
+            wait=pipeline.maintenance.lock_wait,
+            purpose="ingest",
+        ):
+            summary = run_pipeline(spark, config, pipeline.name, options)
+    except (LandingError, EnvironmentProblem, RunRefused, NamespaceLocked) as exc:
         return _fail(f"pipeline {pipeline.name}: {exc}")
     except SchemaChangeRefused as exc:
         return _fail(str(exc))
     print(summary.render(), flush=True)
     if args.json:
+        print(summary.to_json(), flush=True)
+    return EXIT_OK
+
+
+def _maintain(config: Config, pipeline_name: str, as_json: bool) -> int:
+    from cdc_ingest.maintenance import maintain_pipeline
+    from cdc_ingest.namespace_lock import NamespaceLocked
+    from cdc_ingest.spark_session import EnvironmentProblem, build_session
+
+    try:
+        spark = build_session(config.catalog, app_name=f"cdc-ingest-maintain-{pipeline_name}")
+        summary = maintain_pipeline(spark, config, pipeline_name)
+    except (EnvironmentProblem, NamespaceLocked) as exc:
+        return _fail(f"pipeline {pipeline_name}: {exc}")
+    print(summary.render(), flush=True)
+    if as_json:
         print(summary.to_json(), flush=True)
     return EXIT_OK
 

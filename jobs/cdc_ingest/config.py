@@ -13,6 +13,12 @@ from typing import Any
 
 import yaml
 
+from cdc_ingest.maintenance_config import (
+    MaintenanceConfig,
+    MaintenanceConfigError,
+    parse_maintenance,
+)
+
 PIPELINE_NAME = re.compile(r"^[a-z0-9_]+$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ENVELOPES = ("none", "kafka")
@@ -29,6 +35,7 @@ PIPELINE_KEYS = (
     "retries",
     "schema_changes",
     "aws_conn_id",
+    "maintenance",
 )
 SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 
@@ -105,6 +112,7 @@ class PipelineConfig:
     schema_changes: str = "evolve"
     # An Airflow AWS connection for an s3:// landing zone; resolved by the Airflow tasks.
     aws_conn_id: str | None = None
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
     def keys_for(self, db: str | None, schema: str | None, table: str | None) -> tuple[str, ...]:
         """Configured key columns for a source table, most qualified name first."""
@@ -204,6 +212,10 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
     aws_conn_id = raw.get("aws_conn_id")
     if aws_conn_id is not None and not (isinstance(aws_conn_id, str) and aws_conn_id.strip()):
         raise ConfigError(f"{where}: aws_conn_id must be an Airflow connection id (a string)")
+    try:
+        maintenance = parse_maintenance(raw.get("maintenance"))
+    except MaintenanceConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return PipelineConfig(
         name=name,
         format=fmt,
@@ -217,6 +229,7 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         options=options,
         schema_changes=schema_changes,
         aws_conn_id=aws_conn_id,
+        maintenance=maintenance,
     )
 
 

@@ -247,19 +247,24 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
 
 
 def build_dags(config_path: str | os.PathLike[str]) -> dict[str, DAG]:
-    """One DAG per pipeline in a pipelines file, keyed by dag_id.
+    """Two DAGs per pipeline in a pipelines file, keyed by dag_id.
 
     Args:
         config_path: the pipelines YAML file.
 
     Returns:
-        ``{"ingest_<name>": DAG}`` for every pipeline, in file order.
+        ``{"ingest_<name>": DAG}`` for every pipeline, in file order, then
+        ``{"maintain_<name>": DAG}`` (see :mod:`cdc_ingest_airflow.maintenance_dag`).
 
     Raises:
         ConfigError: if the file is missing or invalid. Deliberately not caught: raised from a DAG
             file, it becomes an Airflow import error that names the file and the reason.
         DeploymentError: if ``jobs/ingest_job.py`` cannot be located.
     """
+    # Imported here: the maintenance module builds on this one's helpers.
+    from cdc_ingest_airflow.maintenance_dag import build_maintenance_dag
+
     config = load_config(os.fspath(config_path))
     dags = [build_dag(config, pipeline) for pipeline in config.pipelines]
+    dags += [build_maintenance_dag(config, pipeline) for pipeline in config.pipelines]
     return {dag.dag_id: dag for dag in dags}
