@@ -1,4 +1,5 @@
-"""Airflow DAG file: one ``ingest_<pipeline>`` DAG per pipeline of ``$CDC_INGEST_CONFIG``.
+"""Airflow DAG file: ``ingest_<pipeline>`` and ``maintain_<pipeline>`` per pipeline of
+``$CDC_INGEST_CONFIG``.
 
 Kept thin on purpose: all DAG construction lives in :mod:`cdc_ingest_airflow.dag_factory`, which
 imports no pyspark, so parsing this file costs the DAG processor only the config read.

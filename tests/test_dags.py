@@ -69,6 +69,10 @@ def config_file(tmp_path: Path) -> Path:
                 namespace: ods
                 schedule: "*/5 * * * *"
                 retries: 4
+                maintenance:
+                  schedule: "0 3 * * *"
+                  retain_snapshots: 5
+                  orphan_older_than: 2d
                 keys:
                   orders: [id]
               - name: crm_arcion
@@ -97,7 +101,12 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
     bag = _dagbag()
 
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"ingest_orders_ld", "ingest_crm_arcion"}
+    assert set(bag.dag_ids) == {
+        "ingest_orders_ld",
+        "ingest_crm_arcion",
+        "maintain_orders_ld",
+        "maintain_crm_arcion",
+    }
 
     from airflow.timetables.interval import CronDataIntervalTimetable
 
@@ -146,6 +155,44 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
         assert task.conf["spark.sql.catalog.lake.type"] == "jdbc"
         assert task.conf["spark.sql.extensions"].endswith("IcebergSparkSessionExtensions")
         # The pipelines file's own spark.conf wins over the defaults.
+        assert task.conf["spark.sql.shuffle.partitions"] == "2"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    bag = _dagbag()
+
+    assert bag.import_errors == {}
+    configured, default = bag.dags["maintain_orders_ld"], bag.dags["maintain_crm_arcion"]
+    assert configured.schedule == "0 3 * * *"
+    assert default.schedule == "@daily"
+    assert "keeping the last 5 snapshots" in configured.doc_md
+    assert "older than 2d" in configured.doc_md
+    assert "keeping the snapshots of the last 7d" in default.doc_md
+    for dag, name, retries in ((configured, "orders_ld", 4), (default, "crm_arcion", 2)):
+        assert dag.max_active_runs == 1
+        assert dag.catchup is False
+        assert set(dag.tags) == {"cdc-ingest", "maintenance"}
+        assert dag.task_ids == ["maintain_tables"]
+        task = dag.get_task("maintain_tables")
+        assert isinstance(task, SparkSubmitOperator)
+        assert task.retries == retries
+        assert task.retry_delay.total_seconds() > 0
+        assert task.application == str(APPLICATION)
+        assert task.application_args == [
+            "maintain",
+            "--config",
+            str(config_file.resolve()),
+            "--pipeline",
+            name,
+        ]
+        assert task._conn_id == "spark_local"
+        assert task.jars == "{{ cdc_ingest_jars() }}"
+        assert task.env_vars["PYSPARK_PYTHON"] == sys.executable
+        assert task.conf["spark.sql.catalog.lake.type"] == "jdbc"
         assert task.conf["spark.sql.shuffle.partitions"] == "2"
 
 
@@ -313,6 +360,13 @@ def test_configured_connection_is_not_overridden(config_file: Path) -> None:
             "unknown format 'nope'",
         ),
         ("catalog: [unclosed\n", "not valid YAML"),
+        (
+            "catalog: {uri: 'sqlite:///x.db', warehouse: 'file:///w'}\n"
+            "pipelines:\n  - {name: a, format: lindorm, landing: 'file:///l', namespace: ods,\n"
+            "     maintenance: {retain_snapshots: 7 days}}\n",
+            "pipeline 'a': maintenance.retain_snapshots: '7 days' is not a duration like 30s, "
+            "15m, 12h or 7d",
+        ),
     ],
 )
 def test_broken_config_is_an_import_error(tmp_path: Path, content: str, reason: str) -> None:
@@ -368,3 +422,25 @@ def test_dag_file_imports_no_pyspark(config_file: Path, airflow_home: Path) -> N
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_aws_connection_is_not_looked_up_while_parsing(tmp_path: Path) -> None:
+    from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
+
+    config = tmp_path / "s3.yaml"
+    config.write_text(
+        f"catalog: {{uri: 'sqlite:///{tmp_path}/c.db', warehouse: '{tmp_path.as_uri()}/w'}}\n"
+        "pipelines:\n  - {name: s3p, format: lindorm, landing: 's3://bucket/p', namespace: ods,\n"
+        "     aws_conn_id: not_defined_anywhere}\n",
+        encoding="utf-8",
+    )
+    os.environ["CDC_INGEST_CONFIG"] = str(config)
+    bag = _dagbag()
+
+    # The connection does not exist: parsing must not notice (it is resolved when tasks run).
+    assert bag.import_errors == {}
+    task = bag.dags["ingest_s3p"].get_task("apply_batch")
+    assert isinstance(task, IngestSparkSubmitOperator)
+    assert task.aws_conn_id == "not_defined_anywhere"
+    assert not any(k.startswith("AWS_") for k in task.env_vars)

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 
-from cdc_ingest.config import ConfigError, load_config
+from cdc_ingest.config import Config, ConfigError, load_config
 from cdc_ingest.landed_time import INSTANT_HELP, LandedAtError, LandedRange, parse_instant
 from cdc_ingest.landing import LandingError
 
@@ -67,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print the summary JSON as last line")
     run.add_argument("--run-id", default=None, help="orchestrator run id kept in _cdc_batches")
+    maintain = commands.add_parser(
+        "maintain",
+        help="compact the pipeline's tables, expire old snapshots, remove orphan files",
+    )
+    maintain.add_argument("--config", required=True, help="pipelines YAML file")
+    maintain.add_argument("--pipeline", required=True, help="pipeline name")
+    maintain.add_argument("--json", action="store_true", help="print the summary JSON as last line")
     check = commands.add_parser("check", help="validate a pipelines file and list its pipelines")
     check.add_argument("--config", required=True)
     return parser
@@ -149,10 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from cdc_ingest.job import RunOptions, RunRefused, run_pipeline
     from cdc_ingest.landing import list_landed
+    from cdc_ingest.namespace_lock import NamespaceLocked, namespace_lock
     from cdc_ingest.replay import ReplayRefused
     from cdc_ingest.schema_evolution import SchemaChangeRefused
     from cdc_ingest.spark_session import EnvironmentProblem, build_session
 
+    if args.command == "maintain":
+        return _maintain(config, pipeline.name, args.json)
     try:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
         list_landed(pipeline.landing)
@@ -165,13 +175,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             landed,
             args.rebuild_tables,
         )
-        summary = run_pipeline(spark, config, pipeline.name, options)
-    except (LandingError, EnvironmentProblem, RunRefused, ReplayRefused) as exc:
+        # Shared: other ingest runs of the namespace go on; maintenance waits for them all.
+        with namespace_lock(
+            config.catalog,
+            pipeline.namespace,
+            exclusive=False,
+            wait=pipeline.maintenance.lock_wait,
+            purpose="ingest",
+        ):
+            summary = run_pipeline(spark, config, pipeline.name, options)
+    except (LandingError, EnvironmentProblem, RunRefused, ReplayRefused, NamespaceLocked) as exc:
         return _fail(f"pipeline {pipeline.name}: {exc}")
     except SchemaChangeRefused as exc:
         return _fail(str(exc))
     print(summary.render(), flush=True)
     if args.json:
+        print(summary.to_json(), flush=True)
+    return EXIT_OK
+
+
+def _maintain(config: Config, pipeline_name: str, as_json: bool) -> int:
+    from cdc_ingest.maintenance import maintain_pipeline
+    from cdc_ingest.namespace_lock import NamespaceLocked
+    from cdc_ingest.spark_session import EnvironmentProblem, build_session
+
+    try:
+        spark = build_session(config.catalog, app_name=f"cdc-ingest-maintain-{pipeline_name}")
+        summary = maintain_pipeline(spark, config, pipeline_name)
+    except (EnvironmentProblem, NamespaceLocked) as exc:
+        return _fail(f"pipeline {pipeline_name}: {exc}")
+    print(summary.render(), flush=True)
+    if as_json:
         print(summary.to_json(), flush=True)
     return EXIT_OK
 

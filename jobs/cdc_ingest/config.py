@@ -14,6 +14,11 @@ from typing import Any
 import yaml
 
 from cdc_ingest.landed_time import LandedAt, LandedAtError, parse_landed_at
+from cdc_ingest.maintenance_config import (
+    MaintenanceConfig,
+    MaintenanceConfigError,
+    parse_maintenance,
+)
 
 PIPELINE_NAME = re.compile(r"^[a-z0-9_]+$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -31,6 +36,8 @@ PIPELINE_KEYS = (
     "retries",
     "schema_changes",
     "landed_at",
+    "aws_conn_id",
+    "maintenance",
 )
 SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 
@@ -106,6 +113,9 @@ class PipelineConfig:
     options: dict[str, Any] = field(default_factory=dict)
     schema_changes: str = "evolve"
     landed_at: LandedAt = field(default_factory=LandedAt)  # landing times of files (replays)
+    # An Airflow AWS connection for an s3:// landing zone; resolved by the Airflow tasks.
+    aws_conn_id: str | None = None
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
     def keys_for(self, db: str | None, schema: str | None, table: str | None) -> tuple[str, ...]:
         """Configured key columns for a source table, most qualified name first."""
@@ -206,6 +216,13 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         landed_at = parse_landed_at(raw.get("landed_at"), where)
     except LandedAtError as exc:
         raise ConfigError(str(exc)) from None
+    aws_conn_id = raw.get("aws_conn_id")
+    if aws_conn_id is not None and not (isinstance(aws_conn_id, str) and aws_conn_id.strip()):
+        raise ConfigError(f"{where}: aws_conn_id must be an Airflow connection id (a string)")
+    try:
+        maintenance = parse_maintenance(raw.get("maintenance"))
+    except MaintenanceConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return PipelineConfig(
         name=name,
         format=fmt,
@@ -219,6 +236,8 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         options=options,
         schema_changes=schema_changes,
         landed_at=landed_at,
+        aws_conn_id=aws_conn_id,
+        maintenance=maintenance,
     )
 
 

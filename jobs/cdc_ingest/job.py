@@ -12,18 +12,14 @@ from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from cdc_ingest.append_only import apply_append_only
-from cdc_ingest.apply import apply_table
+from cdc_ingest.batch_apply import apply_all_tables
 from cdc_ingest.batches import record_batch
 from cdc_ingest.changes import mark_applied_offsets, resolve_changes
 from cdc_ingest.checkpoint_store import CheckpointState, CheckpointStore
 from cdc_ingest.ddl_history import record_ddl
 from cdc_ingest.dead_letters import decode_error_samples, write_dead_letters
-from cdc_ingest.evolving_apply import TableContext, apply_with_ddl
 from cdc_ingest.formats import load_decoder
-from cdc_ingest.formats.base import DELETE, UPSERT, Decoder
 from cdc_ingest.inventory import Batch, FileStats, Inventory, cached_columns, take_inventory
 from cdc_ingest.landed_time import LandedRange
 from cdc_ingest.landing import list_landed
@@ -37,17 +33,13 @@ from cdc_ingest.replay import (
     restrict,
 )
 from cdc_ingest.schema_evolution import (
-    EVOLVE,
-    DdlEvent,
     SchemaChangeRefused,
     check_policy,
     collect_ddl,
-    ignored_rows,
 )
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.summary import RunSummary, TableSummary
-from cdc_ingest.tables import CHECKPOINTS, ensure_system_tables, existing_tables, qualified
-from cdc_ingest.target_schema import TargetInventory, prepare_target, table_keys
+from cdc_ingest.tables import CHECKPOINTS, ensure_system_tables, existing_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -234,7 +226,7 @@ def run_pipeline(
                 _dry_run_tables(inventory, existing, summary)
                 summary.dead_letter_samples = decode_error_samples(batch, summary.files)
             else:
-                dead = _apply_all(
+                dead = apply_all_tables(
                     spark, run_config, pipeline.name, decoder, batch, inventory, summary, events
                 )
                 clock.lap("apply")
@@ -277,136 +269,3 @@ def _dry_run_tables(inventory: Inventory, existing: set[str], summary: RunSummar
     """What a dry run reports per table: the changes aimed at it, and whether it is new."""
     for name, count in inventory.rows.items():
         summary.tables[name] = TableSummary(name, messages=count, created=name not in existing)
-
-
-def _fan_out_tableless_deletes(spark: SparkSession, batch: Batch, inventory: Inventory) -> set[str]:
-    """Aim deletes that name no table at every table keyed like them; returns those tables.
-
-    An Aerospike delete carries no set, but its digest identifies the record in the whole
-    namespace: deleting it from every table keyed by the digest deletes exactly that record.
-    """
-    keys = inventory.tableless_keys
-    tables = {n for n, inv in inventory.tables.items() if inv.keys == keys}
-    for name in sorted(batch.existing - set(inventory.tables)):
-        if name.startswith("_cdc_"):
-            continue
-        identifier = qualified(batch.catalog, batch.namespace, name)
-        if table_keys(spark, identifier) == keys:
-            tables.add(name)
-            inventory.tables[name] = TargetInventory(name, keys)
-            inventory.rows[name] = 0
-    for name in tables:
-        inventory.rows[name] += inventory.tableless_deletes
-    return tables
-
-
-def _apply_all(
-    spark: SparkSession,
-    config: Config,
-    pipeline_name: str,
-    decoder: Decoder,
-    batch: Batch,
-    inventory: Inventory,
-    summary: RunSummary,
-    events: list[DdlEvent],
-) -> list[DataFrame]:
-    """Prepare every target table and apply its changes and statements; returns typing errors.
-
-    A run restricted to some tables (``summary.only_tables``) applies those of them that the batch
-    changes and that have a key, and says in ``summary.skipped_tables`` why it skipped the others.
-    Tables with DDL in the batch come first, in stream order: a renamed table must be renamed
-    before the rows that already carry its new name are applied.
-    """
-    evolve = config.pipeline(pipeline_name).schema_changes == EVOLVE
-    is_change = F.col("_cdc_error").isNull() & F.col("_cdc_kind").isin(UPSERT, DELETE)
-    dead: list[DataFrame] = []
-    changes = batch.cached.where(is_change)
-    fan_out: set[str] = set()
-    if inventory.tableless_deletes:
-        fan_out = _fan_out_tableless_deletes(spark, batch, inventory)
-        summary.deletes_without_table_tables = sorted(fan_out)
-    only = set(summary.only_tables) or set((summary.replay or {}).get("tables", []))
-    for name in sorted(only - set(inventory.tables)):
-        summary.skipped_tables[name] = "no changes in these files"
-    by_table: dict[str, list[DdlEvent]] = {}
-    for event in events if evolve else []:
-        by_table.setdefault(event.target, []).append(event)
-    ctx = TableContext(
-        spark,
-        batch.catalog,
-        batch.namespace,
-        batch.existing,
-        decoder,
-        batch.cached,
-        batch.resolved,
-        batch.batch_id,
-    )
-    ordered = sorted(by_table, key=lambda n: by_table[n][0].position)
-    ordered += sorted(n for n in inventory.tables if n not in by_table)
-    for name in ordered:
-        base = inventory.tables.get(name) or TargetInventory(name)
-        if only and name not in only:
-            continue
-        if summary.only_tables and not _keyed(spark, batch, base):
-            summary.skipped_tables[name] = "append-only: only a full run appends its rows"
-            continue
-        if name in by_table:
-            table_summary, errors = apply_with_ddl(ctx, name, by_table[name], changes, base)
-            dead += errors
-        else:
-            rows = inventory.rows.get(name, 0)
-            table_summary, bad = _apply_plain(ctx, base, rows, changes, name in fan_out, evolve)
-            if bad is not None:
-                dead.append(bad)
-            if not evolve:
-                identifier = qualified(ctx.catalog, ctx.namespace, name)
-                summary.ignored_values += ignored_rows(spark, changes, name, identifier)
-        if table_summary.messages or table_summary.created or table_summary.dead_lettered:
-            summary.tables[name] = table_summary
-        summary.messages -= table_summary.dead_lettered
-        summary.dead_lettered += table_summary.dead_lettered
-    return dead
-
-
-def _apply_plain(
-    ctx: TableContext,
-    base: TargetInventory,
-    rows: int,
-    changes: DataFrame,
-    fan_out: bool,
-    evolve: bool,
-) -> tuple[TableSummary, DataFrame | None]:
-    """One table without statements in the batch: one segment (none if its source was dropped)."""
-    target, created = prepare_target(
-        ctx.spark,
-        ctx.catalog,
-        ctx.namespace,
-        ctx.existing,
-        base,
-        ctx.decoder,
-        ctx.cached,
-        ctx.resolved,
-        evolve,
-    )
-    ctx.existing.add(base.name)
-    if target.source_dropped:
-        return TableSummary(base.name, messages=rows, source_dropped=rows), None
-    mine = changes
-    if fan_out:
-        mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(base.name)))
-    if target.keys:
-        table_summary, bad = apply_table(ctx.spark, mine, target, ctx.batch_id, rows, created)
-    else:
-        table_summary, bad = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows)
-        table_summary.append_only = True
-    table_summary.created = created
-    return table_summary, bad
-
-
-def _keyed(spark: SparkSession, batch: Batch, inventory: TargetInventory) -> bool:
-    """Whether a target table has a key (else it is append-only), without creating it."""
-    if inventory.keys:
-        return True
-    if inventory.name not in batch.existing:
-        return False
-    return bool(table_keys(spark, qualified(batch.catalog, batch.namespace, inventory.name)))

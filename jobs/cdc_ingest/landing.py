@@ -51,35 +51,99 @@ def is_landed_name(name: str) -> bool:
     return lowered.endswith(LANDED_SUFFIXES) and not os.path.basename(lowered).startswith(".")
 
 
-def s3_endpoint() -> str | None:
-    """The S3 endpoint override (AWS_ENDPOINT_URL), e.g. MinIO or a loopback test server."""
-    return os.environ.get("AWS_ENDPOINT_URL") or None
+# Where the job's S3 settings came from, for error messages; set by the Airflow task that resolved
+# an Airflow AWS connection into the standard variables of spark-submit's environment.
+S3_SOURCE_ENV = "CDC_INGEST_S3_SOURCE"
+ADDRESSING_STYLE_ENV = "CDC_INGEST_S3_ADDRESSING_STYLE"
+ADDRESSING_STYLES = ("auto", "path", "virtual")
 
 
-def s3_client(endpoint: str | None = None) -> Any:
-    """A boto3 S3 client for ``endpoint`` (default: AWS_ENDPOINT_URL, else AWS)."""
+@dataclass(frozen=True)
+class S3Access:
+    """How to reach an S3 landing zone: endpoint, region and credentials.
+
+    Unset fields fall back to boto3's own chain (profile, instance role). The whole value travels
+    with each file to Spark's Python workers, which may not share the driver's environment.
+    """
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    addressing_style: str | None = None
+    source: str = "the standard AWS environment variables"
+
+    @classmethod
+    def from_env(cls) -> S3Access:
+        """From the standard AWS variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...)."""
+        env = os.environ
+        return cls(
+            endpoint=env.get("AWS_ENDPOINT_URL") or None,
+            region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None,
+            access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
+            secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
+            session_token=env.get("AWS_SESSION_TOKEN") or None,
+            addressing_style=env.get(ADDRESSING_STYLE_ENV) or None,
+            source=env.get(S3_SOURCE_ENV) or cls.source,
+        )
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as the standard variables (plus ours), for a child process."""
+        values = {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_SESSION_TOKEN": self.session_token,
+            ADDRESSING_STYLE_ENV: self.addressing_style,
+            S3_SOURCE_ENV: self.source,
+        }
+        return {k: v for k, v in values.items() if v}
+
+    def __repr__(self) -> str:
+        # Never print the secret (tracebacks, Spark plans and logs show reprs).
+        return f"S3Access(endpoint={self.endpoint!r}, region={self.region!r}, from {self.source})"
+
+
+def s3_client(access: S3Access | None = None) -> Any:
+    """A boto3 S3 client for ``access`` (default: the standard AWS environment variables)."""
     try:
         import boto3
+        from botocore.config import Config as BotoConfig
     except ImportError as exc:  # pragma: no cover - boto3 is a declared dependency
         raise LandingError("s3:// landing zones need boto3: pip install boto3") from exc
-    return boto3.client("s3", endpoint_url=endpoint or s3_endpoint())
+    access = access or S3Access.from_env()
+    # MinIO usually needs path-style requests, Aliyun OSS virtual-hosted ones.
+    s3_options: Any = {"addressing_style": access.addressing_style}
+    config = BotoConfig(s3=s3_options) if access.addressing_style else None
+    return boto3.client(
+        "s3",
+        endpoint_url=access.endpoint,
+        region_name=access.region,
+        aws_access_key_id=access.access_key_id,
+        aws_secret_access_key=access.secret_access_key,
+        aws_session_token=access.session_token,
+        config=config,
+    )
 
 
 def _local_path(uri: str) -> Path:
     return Path(unquote(urlparse(uri).path))
 
 
-def list_landed(landing: str) -> list[LandedFile]:
+def list_landed(landing: str, s3: S3Access | None = None) -> list[LandedFile]:
     """Every landed file under a landing URI, in path order.
 
     Args:
         landing: ``file:///abs/dir`` or ``s3://bucket/prefix``.
+        s3: how to reach S3 (default: the standard AWS environment variables).
 
     Raises:
         LandingError: when the zone does not exist or cannot be listed.
     """
     if landing.startswith("s3://"):
-        return _list_s3(landing)
+        return _list_s3(landing, s3 or S3Access.from_env())
     root = _local_path(landing)
     if not root.is_dir():
         raise LandingError(f"landing zone {landing} is not a readable directory")
@@ -101,12 +165,12 @@ def _hash_local(path: Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _list_s3(landing: str) -> list[LandedFile]:
+def _list_s3(landing: str, access: S3Access) -> list[LandedFile]:
     parsed = urlparse(landing)
     bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
     if prefix and not prefix.endswith("/"):
         prefix += "/"
-    client = s3_client()
+    client = s3_client(access)
     files: list[LandedFile] = []
     try:
         paginator = client.get_paginator("list_objects_v2")
@@ -119,18 +183,28 @@ def _list_s3(landing: str) -> list[LandedFile]:
                     uri, modified = f"s3://{bucket}/{obj['Key']}", obj["LastModified"].timestamp()
                     files.append(LandedFile(uri, int(obj["Size"]), f"etag:{etag}", modified))
     except Exception as exc:
-        raise LandingError(f"landing zone {landing} cannot be listed: {exc}") from exc
+        where = f" at {access.endpoint}" if access.endpoint else ""
+        raise LandingError(
+            f"landing zone {landing} cannot be listed{where} with the credentials of "
+            f"{access.source}: {exc}"
+        ) from exc
     return sorted(files, key=lambda f: f.uri)
 
 
-def read_bytes(uri: str, endpoint: str | None = None) -> bytes:
-    """The decompressed content of one landed file (``endpoint``: S3 endpoint override)."""
+def read_bytes(uri: str, s3: S3Access | None = None) -> bytes:
+    """The decompressed content of one landed file (``s3``: how to reach S3, default the env)."""
     if uri.startswith("s3://"):
         parsed = urlparse(uri)
-        body = s3_client(endpoint).get_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))[
-            "Body"
-        ]
-        data: bytes = body.read()
+        access = s3 or S3Access.from_env()
+        try:
+            body = s3_client(access).get_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))[
+                "Body"
+            ]
+            data: bytes = body.read()
+        except Exception as exc:
+            raise LandingError(
+                f"landed file {uri} cannot be read with the credentials of {access.source}: {exc}"
+            ) from exc
     else:
         data = _local_path(uri).read_bytes()
     if uri.lower().endswith(".gz"):

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdc_ingest.landing import iter_lines, read_bytes, s3_endpoint
+from cdc_ingest.landing import S3Access, iter_lines, read_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,15 +31,15 @@ KAFKA_ENVELOPE_SCHEMA = (
 ARROW_BATCH_LINES = 65536
 
 
-def _lines_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _lines_batches(batches: Iterable[pa.RecordBatch], s3: S3Access) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
     for batch in batches:
-        columns = (batch.column(n).to_pylist() for n in ("file_idx", "uri", "endpoint"))
-        for file_idx, uri, endpoint in zip(*columns, strict=True):
+        columns = (batch.column(n).to_pylist() for n in ("file_idx", "uri"))
+        for file_idx, uri in zip(*columns, strict=True):
             # An unreadable file fails the run (and the run is retried) rather than being marked
             # applied with nothing read from it.
-            data = read_bytes(uri, endpoint)
+            data = read_bytes(uri, s3)
             numbered = list(iter_lines(data))
             for start in range(0, len(numbered), ARROW_BATCH_LINES):
                 chunk = numbered[start : start + ARROW_BATCH_LINES]
@@ -89,13 +89,7 @@ def read_lines(spark: SparkSession, uris: list[str]) -> DataFrame:
     if local:
         parts.append(_read_local(spark, local))
     if remote:
-        # The driver's S3 endpoint travels with each file: executors may not share its environment.
-        rows = [(i, uri, s3_endpoint()) for i, uri in remote]
-        plan = spark.createDataFrame(
-            spark.sparkContext.parallelize(rows, len(rows)),
-            "file_idx int, uri string, endpoint string",
-        )
-        parts.append(plan.mapInArrow(_lines_batches, LINES_SCHEMA))
+        parts.append(_read_s3(spark, remote))
     return functools.reduce(DataFrame.unionByName, parts)
 
 
@@ -148,6 +142,21 @@ def _read_local(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
             F.concat(F.lit("line is not valid UTF-8 (at byte "), bad_byte, F.lit(")")),
         ).alias("read_error"),
     )
+
+
+def _read_s3(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
+    """S3 objects through Arrow-batched Python workers with boto3, one task per object."""
+    # The driver's S3 endpoint and credentials travel inside the task's function (not in the plan's
+    # rows or on a command line): executors may not share the driver's environment.
+    s3 = S3Access.from_env()
+
+    def lines_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _lines_batches(batches, s3)
+
+    plan = spark.createDataFrame(
+        spark.sparkContext.parallelize(files, len(files)), "file_idx int, uri string"
+    )
+    return plan.mapInArrow(lines_batches, LINES_SCHEMA)
 
 
 def to_records(lines: DataFrame, envelope: str) -> DataFrame:

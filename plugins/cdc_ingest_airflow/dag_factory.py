@@ -41,13 +41,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
 from cdc_ingest.config import CatalogConfig, Config, PipelineConfig, load_config
 from cdc_ingest.spark_session import catalog_conf, job_jars, session_conf
 
+from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
 from cdc_ingest_airflow.lake_state import batch_summary, has_work
 
 DAG_ID_PREFIX = "ingest_"
@@ -276,8 +276,9 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         check = ShortCircuitOperator(
             task_id=CHECK_TASK_ID, python_callable=has_work, op_kwargs=where
         )
-        apply = SparkSubmitOperator(
+        apply = IngestSparkSubmitOperator(
             task_id=TASK_ID,
+            aws_conn_id=pipeline.aws_conn_id,
             application=str(application),
             application_args=[
                 "run",
@@ -303,19 +304,24 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
 
 
 def build_dags(config_path: str | os.PathLike[str]) -> dict[str, DAG]:
-    """One DAG per pipeline in a pipelines file, keyed by dag_id.
+    """Two DAGs per pipeline in a pipelines file, keyed by dag_id.
 
     Args:
         config_path: the pipelines YAML file.
 
     Returns:
-        ``{"ingest_<name>": DAG}`` for every pipeline, in file order.
+        ``{"ingest_<name>": DAG}`` for every pipeline, in file order, then
+        ``{"maintain_<name>": DAG}`` (see :mod:`cdc_ingest_airflow.maintenance_dag`).
 
     Raises:
         ConfigError: if the file is missing or invalid. Deliberately not caught: raised from a DAG
             file, it becomes an Airflow import error that names the file and the reason.
         DeploymentError: if ``jobs/ingest_job.py`` cannot be located.
     """
+    # Imported here: the maintenance module builds on this one's helpers.
+    from cdc_ingest_airflow.maintenance_dag import build_maintenance_dag
+
     config = load_config(os.fspath(config_path))
     dags = [build_dag(config, pipeline) for pipeline in config.pipelines]
+    dags += [build_maintenance_dag(config, pipeline) for pipeline in config.pipelines]
     return {dag.dag_id: dag for dag in dags}

@@ -21,6 +21,8 @@ from cdc_ingest.config import Config, load_config
 from cdc_ingest.landing import list_landed
 from cdc_ingest.tables import BATCHES, CHECKPOINTS
 
+from cdc_ingest_airflow.aws_connection import pipeline_s3_access
+
 log = logging.getLogger(__name__)
 
 
@@ -49,10 +51,10 @@ def new_files(config: Config, pipeline_name: str) -> list[str] | None:
 
     Raises:
         ConfigError: unknown pipeline.
-        LandingError: the landing zone cannot be listed.
+        LandingError: the landing zone cannot be listed (or its ``aws_conn_id`` is not defined).
     """
     pipeline = config.pipeline(pipeline_name)
-    landed = list_landed(pipeline.landing)
+    landed = list_landed(pipeline.landing, pipeline_s3_access(pipeline))
     rows = _pipeline_rows(
         config, pipeline.namespace, CHECKPOINTS, pipeline.name, ("batch_id", "status", "file")
     )

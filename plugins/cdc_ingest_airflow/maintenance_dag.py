@@ -1,0 +1,97 @@
+"""One ``maintain_<pipeline>`` DAG per pipeline: Iceberg table maintenance, spark-submitted.
+
+Its one task, ``maintain_tables``, runs ``jobs/ingest_job.py maintain --config <file> --pipeline
+<name>`` (see :mod:`cdc_ingest.maintenance`) through the same Spark connection, jars and settings
+as the ingest DAG. The schedule is the pipeline's ``maintenance.schedule`` (``@daily`` unless set).
+
+It never overlaps the ingest DAG's ``apply_batch`` of the same namespace: the job holds the
+namespace's lock exclusively, ingest runs hold it shared (:mod:`cdc_ingest.namespace_lock`). The
+lock lives with the catalog (a file lock beside the SQLite database, an advisory lock in
+PostgreSQL), not in Airflow: an Airflow pool would first have to exist in the metadata database
+(a task in a missing pool waits forever, and a DAG file must not touch the database while it is
+parsed), and it would not hold for runs started outside Airflow. Like the ingest DAG, building
+this DAG imports no pyspark.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG
+from cdc_ingest.config import Config, PipelineConfig
+from cdc_ingest.maintenance_config import format_duration
+
+from cdc_ingest_airflow.dag_factory import (
+    JARS_MACRO,
+    START_DATE,
+    TAG,
+    _env_vars,
+    _spark_conf,
+    application_path,
+    submit_jars,
+)
+
+MAINTAIN_DAG_ID_PREFIX = "maintain_"
+MAINTAIN_TASK_ID = "maintain_tables"
+MAINTENANCE_TAG = "maintenance"
+RETRY_DELAY = timedelta(minutes=10)
+
+
+def _retain(pipeline: PipelineConfig) -> str:
+    retain = pipeline.maintenance.retain_snapshots
+    if isinstance(retain, int):
+        return f"the last {retain} snapshots"
+    return f"the snapshots of the last {format_duration(retain)}"
+
+
+def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
+    """The maintenance DAG of one pipeline.
+
+    Args:
+        config: the parsed pipelines file.
+        pipeline: the pipeline whose tables are maintained.
+
+    Returns:
+        A DAG ``maintain_<pipeline>`` with the one task ``maintain_tables``.
+
+    Raises:
+        DeploymentError: if ``jobs/ingest_job.py`` cannot be located.
+    """
+    application = application_path()
+    config_path = str(Path(config.path).resolve())
+    with DAG(
+        dag_id=f"{MAINTAIN_DAG_ID_PREFIX}{pipeline.name}",
+        description=(
+            f"Compaction, snapshot expiry and orphan removal for the tables pipeline "
+            f"{pipeline.name} writes in {config.catalog.name}.{pipeline.namespace}"
+        ),
+        schedule=pipeline.maintenance.schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args={"retries": pipeline.retries, "retry_delay": RETRY_DELAY},
+        tags=[TAG, MAINTENANCE_TAG],
+        user_defined_macros={JARS_MACRO: functools.partial(submit_jars, config.catalog)},
+        doc_md=(
+            f"Runs `rewrite_data_files`, `rewrite_position_delete_files`, `expire_snapshots` "
+            f"(keeping {_retain(pipeline)}) and `remove_orphan_files` (older than "
+            f"{format_duration(pipeline.maintenance.orphan_older_than)}) on every table pipeline "
+            f"`{pipeline.name}` writes in `{pipeline.namespace}`, holding the namespace's lock: "
+            f"ingest waits for it, and it waits for ingest."
+        ),
+    ) as dag:
+        SparkSubmitOperator(
+            task_id=MAINTAIN_TASK_ID,
+            application=str(application),
+            application_args=["maintain", "--config", config_path, "--pipeline", pipeline.name],
+            conn_id=config.spark.conn_id,
+            jars="{{ " + JARS_MACRO + "() }}",
+            conf=_spark_conf(config),
+            env_vars=_env_vars(application.parent),
+            name=f"cdc-ingest-maintain-{pipeline.name}",
+            verbose=False,
+        )
+    return dag

@@ -1,0 +1,255 @@
+"""``cdc-ingest maintain`` on tables built by real ingest runs: compaction, deletes applied,
+snapshots expired, orphans removed, rows unchanged; and its exclusion with ingest runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from formats_under_test import FORMATS, TABLE, Changes
+
+CLI = str(Path(sys.executable).parent / "cdc-ingest")
+EXPECTED = [
+    {"id": 1, "balance": 40},
+    {"id": 3, "balance": 3},
+    {"id": 10, "balance": 10},
+    {"id": 11, "balance": 11},
+    {"id": 12, "balance": 12},
+]
+
+
+def _row(key: int, balance: int) -> dict[str, object]:
+    return {"id": key, "owner": f"o{key}", "balance": balance}
+
+
+def _ingest_four_batches(lake) -> Changes:
+    """Four batches: inserts, then updates of id 1, a delete and an insert each."""
+    c = Changes("arcion")
+    lake.land("accounts", "000.json", [c.insert(_row(k, k), 1000 + k) for k in (1, 2, 3)])
+    lake.run("accounts")
+    for batch in (1, 2, 3):
+        ts = 1000 * (batch + 1)
+        changes = [
+            c.update(_row(1, 10 * batch if batch > 1 else 1), _row(1, 10 * (batch + 1)), ts),
+            c.insert(_row(9 + batch, 9 + batch), ts + 1),
+        ]
+        if batch == 2:
+            changes.append(c.delete(_row(2, 2), ts + 2))
+        lake.land("accounts", f"{batch:03}.json", changes)
+        lake.run("accounts")
+    return c
+
+
+def _pyiceberg_table(lake, name: str):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog(
+        lake.catalog,
+        uri=f"sqlite:///{lake.root / 'catalog.db'}",
+        warehouse=(lake.root / "warehouse").as_uri(),
+    )
+    return catalog.load_table(f"ods.{name}")
+
+
+def _files(table) -> tuple[int, int]:
+    """Data files and distinct delete files a full scan reads (pyiceberg's own planning)."""
+    tasks = list(table.scan().plan_files())
+    deletes = {d.file_path for t in tasks for d in t.delete_files}
+    return len(tasks), len(deletes)
+
+
+def test_maintain_compacts_applies_deletes_expires_snapshots_and_removes_orphans(lake):
+    from cdc_ingest.config import load_config
+    from cdc_ingest.maintenance import maintain_pipeline
+
+    lake.add_pipeline(
+        "accounts",
+        "arcion",
+        maintenance={"retain_snapshots": 1, "orphan_older_than": "3d"},
+        **FORMATS["arcion"]["options"],
+    )
+    changes = _ingest_four_batches(lake)
+    mirror = _pyiceberg_table(lake, TABLE)
+    data_before, deletes_before = _files(mirror)
+    assert data_before >= 4 and deletes_before >= 2, (data_before, deletes_before)
+    assert len(mirror.snapshots()) >= 4
+    data_dir = lake.root / "warehouse" / "ods" / TABLE / "data"
+    assert data_dir.is_dir()
+    old_orphan, young_stray = data_dir / "orphan-old.parquet", data_dir / "in-flight.parquet"
+    for path in (old_orphan, young_stray):
+        path.write_bytes(b"left by a failed write")
+    four_days_ago = time.time() - timedelta(days=4).total_seconds()
+    os.utime(old_orphan, (four_days_ago, four_days_ago))
+
+    summary = maintain_pipeline(lake.spark, load_config(lake.config_path), "accounts")
+
+    maintained = {t.table: t for t in summary.tables}
+    assert set(maintained) == {
+        TABLE,
+        "_cdc_batches",
+        "_cdc_checkpoints",
+        "_cdc_dead_letters",
+        "_cdc_ddl_history",
+    } | ({"_cdc_tombstones"} & set(maintained))
+    mirror = _pyiceberg_table(lake, TABLE)
+    assert _files(mirror) == (1, 0)
+    assert len(mirror.snapshots()) == 1
+    assert not old_orphan.exists() and young_stray.exists()
+    assert maintained[TABLE].orphan_files_removed == 1
+    assert maintained[TABLE].data_files == (data_before, 1)
+    # Every position delete is applied: no scan reads one (above). The table's metadata may keep
+    # one that points at no live data file (see the README); all others are gone.
+    assert maintained[TABLE].delete_files[0] == deletes_before
+    assert maintained[TABLE].delete_files[1] <= 1
+    rows = mirror.scan(selected_fields=("id", "balance")).to_arrow().to_pylist()
+    assert sorted(rows, key=lambda r: r["id"]) == EXPECTED
+    assert sorted(lake.rows(TABLE, "id", "balance"), key=lambda r: r["id"]) == EXPECTED
+    checkpoints = _pyiceberg_table(lake, "_cdc_checkpoints")
+    assert len(checkpoints.snapshots()) == 1 and _files(checkpoints)[0] == 1
+
+    # The checkpoints still say every file is applied, and ingest goes on where it was.
+    from cdc_ingest_airflow.lake_state import new_files
+
+    assert new_files(load_config(lake.config_path), "accounts") == []
+    assert lake.run("accounts").batch_id is None
+    lake.land("accounts", "004.json", [changes.update(_row(3, 3), _row(3, 33), 9000)])
+    assert lake.run("accounts").batch_id == 5
+    assert {"id": 3, "balance": 33} in lake.rows(TABLE, "id", "balance")
+
+
+def test_a_duration_keeps_young_snapshots(lake):
+    from cdc_ingest.config import load_config
+    from cdc_ingest.maintenance import maintain_pipeline
+
+    lake.add_pipeline("accounts", "arcion", **FORMATS["arcion"]["options"])
+    _ingest_four_batches(lake)
+    before = len(_pyiceberg_table(lake, TABLE).snapshots())
+    summary = maintain_pipeline(lake.spark, load_config(lake.config_path), "accounts")
+    mirror = _pyiceberg_table(lake, TABLE)
+    # Default retain_snapshots 7d: nothing is old enough; the compaction adds snapshots.
+    assert len(mirror.snapshots()) > before
+    assert _files(mirror) == (1, 0)
+    [result] = [t for t in summary.tables if t.table == TABLE]
+    assert result.snapshots[0] == before
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, env=dict(os.environ))
+
+
+@pytest.mark.slow
+def test_ingest_and_maintenance_of_a_namespace_exclude_each_other(lake):
+    """Real processes: an ingest run cannot start while maintenance holds the namespace, and
+    maintenance cannot start while an ingest run does; both say who holds it."""
+    from cdc_ingest.config import load_config
+    from cdc_ingest.namespace_lock import namespace_lock
+
+    lake.add_pipeline(
+        "accounts", "arcion", maintenance={"lock_wait": "2s"}, **FORMATS["arcion"]["options"]
+    )
+    c = Changes("arcion")
+    lake.land("accounts", "000.json", [c.insert(_row(1, 1), 1000)])
+    config = load_config(lake.config_path)
+    flags = ("--config", str(lake.config_path), "--pipeline", "accounts")
+
+    with namespace_lock(
+        config.catalog, "ods", exclusive=True, wait=timedelta(seconds=1), purpose="maintenance"
+    ):
+        refused = _cli("run", *flags)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    [message] = [line for line in refused.stderr.splitlines() if "cdc-ingest: error" in line]
+    assert message.startswith(
+        f"cdc-ingest: error: pipeline accounts: namespace {lake.catalog}.ods is locked by "
+        f"maintenance (pid {os.getpid()} on "
+    ), message
+    assert message.endswith(
+        "; ingest gave up waiting after 2 s (ingest and maintenance of a namespace never overlap)"
+    ), message
+    # Nothing was applied while the namespace was held.
+    assert not (lake.root / "warehouse" / "ods" / TABLE).exists()
+
+    with namespace_lock(
+        config.catalog, "ods", exclusive=False, wait=timedelta(seconds=1), purpose="ingest"
+    ):
+        # Another ingest run of the namespace is not held up by a running one.
+        ran = _cli("run", *flags)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        waited = _cli("maintain", *flags)
+    assert waited.returncode == 2, waited.stderr[-3000:]
+    assert (
+        f"cdc-ingest: error: pipeline accounts: namespace {lake.catalog}.ods is locked by ingest "
+        "runs; maintenance gave up waiting after 2 s"
+    ) in waited.stderr
+    # Read with pyiceberg: this session's JDBC catalog on the file would hold SQLite locks that
+    # the maintenance process then waits on.
+    rows = _pyiceberg_table(lake, TABLE).scan(selected_fields=("id", "balance")).to_arrow()
+    assert rows.to_pylist() == [{"id": 1, "balance": 1}]
+
+    # Released: maintenance runs.
+    done = _cli("maintain", *flags, "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "pipeline accounts: maintained" in done.stdout
+
+
+@pytest.mark.slow
+def test_maintain_dag_spark_submits_the_maintenance_job(tmp_path: Path) -> None:
+    """`airflow dags test maintain_<name>` after two ingest runs: one data file, no deletes."""
+    import yaml
+    from airflow_runner import airflow, airflow_env, migrate, require_stack, tail, task_states
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    require_stack()
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    catalog_uri, warehouse = f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/warehouse"
+    config = tmp_path / "pipelines.yaml"
+    pipeline = {
+        "name": "accounts",
+        "format": "arcion",
+        "landing": landing.as_uri(),
+        "namespace": "ods",
+        "retries": 0,
+        "maintenance": {"retain_snapshots": 1},
+        **FORMATS["arcion"]["options"],
+    }
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "catalog": {"name": "lake", "uri": catalog_uri, "warehouse": warehouse},
+                "pipelines": [pipeline],
+            }
+        )
+    )
+    home = tmp_path / "airflow"
+    env = airflow_env(home, config)
+    migrate(env, tmp_path)
+    c = Changes("arcion")
+    batches = [
+        [c.insert(_row(1, 1), 1000), c.insert(_row(2, 2), 1001)],
+        [c.update(_row(1, 1), _row(1, 10), 2000), c.delete(_row(2, 2), 2001)],
+    ]
+    for number, lines in enumerate(batches):
+        (landing / f"{number:03}.json").write_text(
+            "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines)
+        )
+        run = airflow(["dags", "test", "ingest_accounts"], env, tmp_path)
+        assert run.returncode == 0, tail(run)
+    table = SqlCatalog("lake", uri=catalog_uri, warehouse=warehouse).load_table(f"ods.{TABLE}")
+    assert _files(table) == (2, 1)
+
+    maintained = airflow(["dags", "test", "maintain_accounts"], env, tmp_path)
+    output = maintained.stdout + maintained.stderr
+    assert "ingest_job.py maintain --config" in output, tail(maintained)
+    assert f"{TABLE}: data files 2 -> 1, delete files 1 -> " in output, tail(maintained)
+    [states] = task_states(home, "maintain_accounts").values()
+    assert states == {"maintain_tables": "success"}
+    table = SqlCatalog("lake", uri=catalog_uri, warehouse=warehouse).load_table(f"ods.{TABLE}")
+    assert _files(table) == (1, 0) and len(table.snapshots()) == 1
+    rows = table.scan(selected_fields=("id", "balance")).to_arrow().to_pylist()
+    assert rows == [{"id": 1, "balance": 10}]

@@ -1,0 +1,92 @@
+"""The namespace lock on both catalog databases: SQLite (a file lock) and PostgreSQL (advisory).
+
+Each ``namespace_lock`` opens its own file handle or database session, so two of them in one
+process contend exactly as two jobs do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from postgres_server import PostgresServer, remove_server, start_server, unavailable_reason
+
+SHORT = timedelta(seconds=1)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    server = start_server()
+    try:
+        yield server
+    finally:
+        remove_server(server)
+
+
+def _sqlite_catalog(tmp_path: Path):
+    from cdc_ingest.config import CatalogConfig
+
+    return CatalogConfig("lake", f"sqlite:///{tmp_path}/catalog.db", tmp_path.as_uri())
+
+
+def _postgres_catalog(postgres: PostgresServer):
+    from cdc_ingest.config import CatalogConfig
+
+    database = f"lock_{os.urandom(4).hex()}"
+    uri = postgres.create_database(database, owner=f"{database}_owner", password="pw")
+    return CatalogConfig("lake", uri, "file:///unused")
+
+
+def _exclusion_holds(catalog) -> None:
+    from cdc_ingest.namespace_lock import NamespaceLocked, namespace_lock
+
+    def lock(exclusive: bool, purpose: str, namespace: str = "ods"):
+        return namespace_lock(catalog, namespace, exclusive=exclusive, wait=SHORT, purpose=purpose)
+
+    with lock(False, "ingest"), lock(False, "ingest"):
+        # Two ingest runs share the namespace; maintenance cannot have it meanwhile.
+        with pytest.raises(NamespaceLocked) as raised, lock(True, "maintenance"):
+            pass
+        assert str(raised.value) == (
+            "namespace lake.ods is locked by ingest runs; maintenance gave up waiting after 1 s "
+            "(ingest and maintenance of a namespace never overlap)"
+        )
+        # Another namespace is not affected.
+        with lock(True, "maintenance", namespace="dw"):
+            pass
+    with lock(True, "maintenance"):
+        with pytest.raises(NamespaceLocked) as raised, lock(False, "ingest"):
+            pass
+        assert "namespace lake.ods is locked by maintenance" in str(raised.value)
+        assert "ingest gave up waiting after 1 s" in str(raised.value)
+    # Released on leaving the block.
+    with lock(True, "maintenance"):
+        pass
+
+
+def test_sqlite_catalog_lock_excludes_ingest_and_maintenance(tmp_path: Path) -> None:
+    _exclusion_holds(_sqlite_catalog(tmp_path))
+
+
+def test_sqlite_lock_names_the_maintenance_holder(tmp_path: Path) -> None:
+    from cdc_ingest.namespace_lock import NamespaceLocked, namespace_lock
+
+    catalog = _sqlite_catalog(tmp_path)
+    with (
+        namespace_lock(catalog, "ods", exclusive=True, wait=SHORT, purpose="maintenance"),
+        pytest.raises(NamespaceLocked) as raised,
+        namespace_lock(catalog, "ods", exclusive=False, wait=SHORT, purpose="ingest"),
+    ):
+        pass
+    assert f"locked by maintenance (pid {os.getpid()} on " in str(raised.value)
+
+
+@pytest.mark.slow
+def test_postgresql_catalog_lock_excludes_ingest_and_maintenance(postgres) -> None:
+    _exclusion_holds(_postgres_catalog(postgres))
