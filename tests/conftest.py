@@ -27,6 +27,8 @@ for _name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
     os.environ.setdefault(_name, "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 _catalogs = itertools.count()
+# The DAG test modules' fixtures (AIRFLOW_HOME, clean environment, pipelines file).
+pytest_plugins = ["dag_fixtures"]
 
 
 @pytest.fixture(scope="session")

@@ -5,92 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-DAG_FOLDER = REPO / "dags"
-DAG_FILE = DAG_FOLDER / "cdc_ingest_dags.py"
-APPLICATION = REPO / "jobs" / "ingest_job.py"
-
-
-@pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A throw-away AIRFLOW_HOME, set before anything in this session imports airflow.
-
-    Airflow reads AIRFLOW_HOME once, when it is first imported, so the airflow imports in this
-    module all happen inside tests, after this fixture has run.
-    """
-    home = tmp_path_factory.mktemp("airflow-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW_HOME", str(home))
-        mp.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-        mp.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(DAG_FOLDER))
-        yield home
-
-
-@pytest.fixture
-def clean_env(airflow_home: Path) -> Iterator[None]:
-    """Restore os.environ afterwards: parsing the DAG file sets AIRFLOW_CONN_SPARK_LOCAL."""
-    saved = dict(os.environ)
-    os.environ.pop("AIRFLOW_CONN_SPARK_LOCAL", None)
-    os.environ.pop("CDC_INGEST_CONFIG", None)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-@pytest.fixture
-def config_file(tmp_path: Path) -> Path:
-    """Two pipelines: a scheduled Lindorm one with 4 retries, an unscheduled Arcion one."""
-    path = tmp_path / "pipelines.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            catalog:
-              name: lake
-              uri: sqlite:///{tmp_path}/catalog.db
-              warehouse: file://{tmp_path}/warehouse
-            spark:
-              conf:
-                spark.sql.shuffle.partitions: "2"
-            pipelines:
-              - name: orders_ld
-                format: lindorm
-                landing: file://{tmp_path}/landing/orders
-                namespace: ods
-                schedule: "*/5 * * * *"
-                retries: 4
-                maintenance:
-                  schedule: "0 3 * * *"
-                  retain_snapshots: 5
-                  orphan_older_than: 2d
-                keys:
-                  orders: [id]
-              - name: crm_arcion
-                format: arcion
-                landing: file://{tmp_path}/landing/crm
-                namespace: ods
-            """
-        ),
-        encoding="utf-8",
-    )
-    return path
-
-
-def _dagbag() -> Any:
-    from airflow.models import DagBag
-
-    # Airflow 3 has no include_examples argument; AIRFLOW__CORE__LOAD_EXAMPLES=False covers it.
-    return DagBag(dag_folder=str(DAG_FOLDER))
+from dag_fixtures import APPLICATION, DAG_FILE, REPO, dagbag
 
 
 @pytest.mark.usefixtures("clean_env")
@@ -98,7 +16,7 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
-    bag = _dagbag()
+    bag = dagbag()
 
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == {
@@ -163,7 +81,7 @@ def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
-    bag = _dagbag()
+    bag = dagbag()
 
     assert bag.import_errors == {}
     configured, default = bag.dags["maintain_orders_ld"], bag.dags["maintain_crm_arcion"]
@@ -197,111 +115,9 @@ def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
 
 
 @pytest.mark.usefixtures("clean_env")
-def test_params_are_declared_validated_and_passed_as_flags(config_file: Path) -> None:
-    from airflow.providers.standard.operators.python import ShortCircuitOperator
-    from airflow.sdk.definitions.param import ParamsDict
-    from airflow.sdk.exceptions import ParamValidationError
-    from airflow.utils.types import DagRunType
-
-    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
-    dag = _dagbag().dags["ingest_orders_ld"]
-    assert isinstance(dag.get_task("check_landing"), ShortCircuitOperator)
-
-    params = dag.params
-    assert set(params.keys()) == {
-        "tables",
-        "dry_run",
-        "max_files",
-        "replay_from",
-        "replay_to",
-        "rebuild_tables",
-    }
-    assert params.get_param("tables").schema["type"] == "array"
-    assert params.get_param("tables").schema["items"]["type"] == "string"
-    assert params.get_param("dry_run").schema["type"] == "boolean"
-    max_files = params.get_param("max_files")
-    assert max_files.schema == {"type": ["null", "integer"], "minimum": 1, "title": "Max files"}
-    assert max_files.description and "oldest first" in max_files.description
-    unset = {"replay_from": None, "replay_to": None, "rebuild_tables": []}
-    assert params.validate() == {"tables": [], "dry_run": False, "max_files": None, **unset}
-
-    def validated(**values: Any) -> dict[str, Any]:
-        merged = ParamsDict({k: params.get_param(k) for k in params})
-        merged.update(values)
-        return dict(merged.validate())
-
-    assert validated(tables=["orders", "items"], max_files=3)["max_files"] == 3
-    for good in ("2026-11-20", "2026-11-20T06:00:00Z", "2026-11-20T06:00:00.5+00:00"):
-        assert validated(replay_from=good, replay_to=good)["replay_from"] == good
-    assert validated(rebuild_tables=["orders"])["rebuild_tables"] == ["orders"]
-    for bad in (
-        {"max_files": 0},
-        {"max_files": "two"},
-        {"tables": "orders"},
-        {"dry_run": "x"},
-        {"replay_from": "yesterday"},
-        {"replay_to": "2026-11-20 junk"},
-        {"replay_from": 20261120},
-        {"rebuild_tables": "orders"},
-        {"rebuild_tables": ["orders", "orders"]},
-        {"rebuild_tables": ["ods.orders"]},
-    ):
-        with pytest.raises((ParamValidationError, ValueError)):
-            validated(**bad)
-
-    args = dag.get_task("apply_batch").application_args
-    env = dag.get_template_env()
-    interval = {
-        "data_interval_start": datetime(2026, 11, 20, tzinfo=UTC),
-        "data_interval_end": datetime(2026, 11, 21, tzinfo=UTC),
-    }
-    manual = {**interval, "dag_run": SimpleNamespace(run_type="manual"), "run_id": "manual__1"}
-    context = {
-        "params": {
-            "tables": ["orders", "items"],
-            "dry_run": True,
-            "max_files": 2,
-            "replay_from": "2026-11-01",
-            "replay_to": None,
-            "rebuild_tables": [],
-        }
-    }
-    rendered = [env.from_string(a).render(**context, **manual) for a in args[5:]]
-    assert rendered == [
-        "--tables=orders,items",
-        "--max-files=2",
-        "--dry-run=true",
-        "--run-id=manual__1",
-        "--replay-from=2026-11-01",
-        "--replay-to=",
-        "--rebuild-tables=",
-    ]
-    defaults = {"params": {"tables": [], "dry_run": False, "max_files": None, **unset}}
-    scheduled = {**manual, "dag_run": SimpleNamespace(run_type="scheduled"), "run_id": "r"}
-    rendered = [env.from_string(a).render(**defaults, **scheduled) for a in args[5:]]
-    assert rendered == [
-        "--tables=",
-        "--max-files=",
-        "--dry-run=false",
-        "--run-id=r",
-        "--replay-from=",
-        "--replay-to=",
-        "--rebuild-tables=",
-    ]
-    # A backfill run replays its data interval.
-    backfill = {**manual, "dag_run": SimpleNamespace(run_type=DagRunType.BACKFILL_JOB)}
-    rendered = [env.from_string(a).render(**defaults, **backfill) for a in args[9:]]
-    assert rendered == [
-        "--replay-from=2026-11-20T00:00:00+00:00",
-        "--replay-to=2026-11-21T00:00:00+00:00",
-        "--rebuild-tables=",
-    ]
-
-
-@pytest.mark.usefixtures("clean_env")
 def test_jars_resolve_when_the_task_renders(config_file: Path) -> None:
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
-    dag = _dagbag().dags["ingest_orders_ld"]
+    dag = dagbag().dags["ingest_orders_ld"]
     task = dag.get_task("apply_batch")
 
     jars = dag.get_template_env().from_string(task.jars).render().split(",")
@@ -321,7 +137,7 @@ def test_missing_jars_do_not_break_parsing(
 
     monkeypatch.setattr(spark_session, "iceberg_runtime_jar", no_jar)
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
-    bag = _dagbag()
+    bag = dagbag()
 
     assert bag.import_errors == {}
     dag = bag.dags["ingest_orders_ld"]
@@ -334,7 +150,7 @@ def test_local_spark_connection_is_the_default(config_file: Path) -> None:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
-    _dagbag()
+    dagbag()
 
     hook = SparkSubmitHook(conn_id="spark_local")
     assert hook._connection["master"] == "local[*]"
@@ -344,7 +160,7 @@ def test_local_spark_connection_is_the_default(config_file: Path) -> None:
 def test_configured_connection_is_not_overridden(config_file: Path) -> None:
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
     os.environ["AIRFLOW_CONN_SPARK_LOCAL"] = '{"conn_type":"spark","host":"local[2]"}'
-    _dagbag()
+    dagbag()
 
     assert os.environ["AIRFLOW_CONN_SPARK_LOCAL"] == '{"conn_type":"spark","host":"local[2]"}'
 
@@ -373,7 +189,7 @@ def test_broken_config_is_an_import_error(tmp_path: Path, content: str, reason: 
     broken = tmp_path / "broken.yaml"
     broken.write_text(content, encoding="utf-8")
     os.environ["CDC_INGEST_CONFIG"] = str(broken)
-    bag = _dagbag()
+    bag = dagbag()
 
     assert bag.dag_ids == []
     assert len(bag.import_errors) == 1
@@ -388,7 +204,7 @@ def test_broken_config_is_an_import_error(tmp_path: Path, content: str, reason: 
 def test_missing_config_file_is_an_import_error(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.yaml"
     os.environ["CDC_INGEST_CONFIG"] = str(missing)
-    bag = _dagbag()
+    bag = dagbag()
 
     [message] = bag.import_errors.values()
     assert str(missing) in message
@@ -397,7 +213,7 @@ def test_missing_config_file_is_an_import_error(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("clean_env")
 def test_unset_config_defines_no_dags(caplog: pytest.LogCaptureFixture) -> None:
-    bag = _dagbag()
+    bag = dagbag()
 
     assert bag.import_errors == {}
     assert bag.dag_ids == []
@@ -436,7 +252,7 @@ def test_aws_connection_is_not_looked_up_while_parsing(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     os.environ["CDC_INGEST_CONFIG"] = str(config)
-    bag = _dagbag()
+    bag = dagbag()
 
     # The connection does not exist: parsing must not notice (it is resolved when tasks run).
     assert bag.import_errors == {}
