@@ -11,17 +11,12 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-VENV_BIN = Path(sys.executable).parent
-JAVA_17 = Path("/usr/lib/jvm/java-17-openjdk-amd64")
+from airflow_runner import REPO, VENV_BIN, airflow, java_home, tail
 
 LINDORM_LINES = (
     '{"schema":{},"payload":{"op":"c","ts_ms":1465491411815,"before":null,'
@@ -34,31 +29,6 @@ LINDORM_LINES = (
     '"source":{"version":"v1.0","db":"ld-xxxx","namespace":"default","table":"customers",'
     '"ts_ms":1465491411807}}}\n'
 )
-
-
-def _java_home() -> str | None:
-    # Spark 3.5 needs Java 17 or older; prefer the known JDK over whatever `java` resolves to.
-    if JAVA_17.is_dir():
-        return str(JAVA_17)
-    return os.environ.get("JAVA_HOME")
-
-
-def _airflow(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(VENV_BIN / "airflow"), *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-
-
-def _tail(result: subprocess.CompletedProcess[str], chars: int = 6000) -> str:
-    return f"exit {result.returncode}\n--- stdout ---\n{result.stdout[-chars:]}\n" + (
-        f"--- stderr ---\n{result.stderr[-chars:]}"
-    )
 
 
 def _task_states(airflow_home: Path) -> dict[str, dict[str, str]]:
@@ -86,8 +56,8 @@ def _return_value(airflow_home: Path, task_id: str) -> list[Any]:
 
 @pytest.mark.slow
 def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
-    java_home = _java_home()
-    if java_home is None and shutil.which("java") is None:
+    home_java = java_home()
+    if home_java is None and shutil.which("java") is None:
         pytest.skip("no Java runtime for Spark")
     if not (VENV_BIN / "spark-submit").exists() or not (VENV_BIN / "airflow").exists():
         pytest.skip("spark-submit or airflow missing from the virtual environment")
@@ -130,19 +100,19 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
         # venv's interpreter so that PYSPARK_PYTHON (sys.executable at parse time) is the venv's.
         "PATH": os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]),
     }
-    if java_home:
-        env["JAVA_HOME"] = java_home
+    if home_java:
+        env["JAVA_HOME"] = home_java
     # Started from inside another Spark process these would point spark-submit at the wrong place.
     for inherited in ("PYSPARK_SUBMIT_ARGS", "SPARK_ENV_LOADED", "SPARK_HOME"):
         env.pop(inherited, None)
 
-    migrate = _airflow(["db", "migrate"], env, tmp_path)
-    assert migrate.returncode == 0, _tail(migrate)
+    migrate = airflow(["db", "migrate"], env, tmp_path)
+    assert migrate.returncode == 0, tail(migrate)
 
     # Nothing landed yet: the short-circuit skips Spark entirely.
-    idle = _airflow(["dags", "test", "ingest_customers"], env, tmp_path)
-    assert idle.returncode == 0, _tail(idle)
-    assert "ingest_job.py run --config" not in idle.stdout + idle.stderr, _tail(idle)
+    idle = airflow(["dags", "test", "ingest_customers"], env, tmp_path)
+    assert idle.returncode == 0, tail(idle)
+    assert "ingest_job.py run --config" not in idle.stdout + idle.stderr, tail(idle)
     [idle_states] = _task_states(tmp_path / "airflow").values()
     assert idle_states == {
         "check_landing": "success",
@@ -151,12 +121,12 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
     }
 
     (landing / "customers-0001.json").write_text(LINDORM_LINES, encoding="utf-8")
-    run = _airflow(["dags", "test", "ingest_customers"], env, tmp_path)
-    assert run.returncode == 0, _tail(run)
+    run = airflow(["dags", "test", "ingest_customers"], env, tmp_path)
+    assert run.returncode == 0, tail(run)
     output = run.stdout + run.stderr
     # Check the run's own final state too, not only the CLI's exit status.
     finished = [line for line in output.splitlines() if "DagRun Finished" in line]
-    assert finished and "state=success" in finished[-1], _tail(run)
+    assert finished and "state=success" in finished[-1], tail(run)
     assert "ingest_job.py run --config" in output, "the task did not spark-submit the job"
 
     from pyiceberg.catalog.sql import SqlCatalog
