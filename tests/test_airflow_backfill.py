@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_airflow_dags_test import VENV_BIN, _airflow, _java_home, _tail
+from airflow_runner import VENV_BIN, airflow, tail
+from airflow_runner import java_home as find_java_home
 
 REPO = Path(__file__).resolve().parent.parent
 DEADLINE_S = 900
@@ -65,7 +66,7 @@ def _apply_windows(airflow_home: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> None:
-    java_home = _java_home()
+    java_home = find_java_home()
     if java_home is None or not (VENV_BIN / "airflow").exists():
         pytest.skip("no Java runtime or no airflow in the virtual environment")
     landing = tmp_path / "landing"
@@ -111,11 +112,10 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     }
     for inherited in ("PYSPARK_SUBMIT_ARGS", "SPARK_ENV_LOADED", "SPARK_HOME"):
         env.pop(inherited, None)
-    assert (done := _airflow(["db", "migrate"], env, tmp_path)).returncode == 0, _tail(done)
+    assert (done := airflow(["db", "migrate"], env, tmp_path)).returncode == 0, tail(done)
     # A manual run applies every landed file (and stores the DAG in the metadata database).
-    assert (done := _airflow(["dags", "test", "ingest_shop"], env, tmp_path)).returncode == 0, (
-        _tail(done)
-    )
+    done = airflow(["dags", "test", "ingest_shop"], env, tmp_path)
+    assert done.returncode == 0, tail(done)
     from pyiceberg.catalog.sql import SqlCatalog
 
     catalog = SqlCatalog("lake", uri=catalog_uri, warehouse=warehouse)
@@ -124,7 +124,7 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     orders.delete("id >= 0")  # every row lost: the backfill brings back its intervals' rows
     assert orders.refresh().scan().to_arrow().num_rows == 0
 
-    create = _airflow(
+    create = airflow(
         [
             "backfill",
             "create",
@@ -140,11 +140,11 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
         env,
         tmp_path,
     )
-    assert create.returncode == 0, _tail(create)
+    assert create.returncode == 0, tail(create)
     # The scheduler runs no run of a paused DAG, backfills included; unpaused, it also keeps the
     # schedule running (its runs apply what is pending: nothing new here).
-    unpause = _airflow(["dags", "unpause", "ingest_shop"], env, tmp_path)
-    assert unpause.returncode == 0, _tail(unpause)
+    unpause = airflow(["dags", "unpause", "ingest_shop"], env, tmp_path)
+    assert unpause.returncode == 0, tail(unpause)
     logs: list[Any] = []
     servers: list[subprocess.Popen[bytes]] = []
 
@@ -205,11 +205,11 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     assert first_end <= second_start
 
     # The rebuild_tables Param (here as run conf) drops the table and re-ingests every file.
-    rebuild = _airflow(
+    rebuild = airflow(
         ["dags", "test", "ingest_shop", "-c", json.dumps({"rebuild_tables": ["orders"]})],
         env,
         tmp_path,
     )
-    assert rebuild.returncode == 0, _tail(rebuild)
+    assert rebuild.returncode == 0, tail(rebuild)
     rows = catalog.load_table("ods.orders").scan().to_arrow().to_pylist()
     assert sorted(r["id"] for r in rows) == [1, 2, 3]
