@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import yaml
 
@@ -19,7 +20,19 @@ DEMO = REPO / "demo"
 FIXTURES = REPO / "tests" / "fixtures"
 SUMMARY_MARKS = (" messages -> ", "freshness:", "dead letters (", ".json", "DDL", " -> ")
 
-PIPELINES = [
+
+class DemoPipeline(TypedDict):
+    """A pipeline's pipelines.yaml entry without its landing, plus the fixture files it lands."""
+
+    name: str
+    format: str
+    files: list[str]  # under tests/fixtures
+    keys: NotRequired[dict[str, list[str]]]
+    columns: NotRequired[dict[str, str]]
+    envelope: NotRequired[str]
+
+
+PIPELINES: list[DemoPipeline] = [
     {
         "name": "lindorm_customers",
         "format": "lindorm",
@@ -109,7 +122,7 @@ PIPELINES = [
 def main() -> int:
     """Write the demo lake, run the DAGs, print the tables."""
     shutil.rmtree(DEMO, ignore_errors=True)
-    pipelines = []
+    pipelines: list[dict[str, object]] = []
     for spec in PIPELINES:
         landing = DEMO / "landing" / spec["name"]
         landing.mkdir(parents=True)
@@ -120,19 +133,17 @@ def main() -> int:
             first, _, last = span.partition("-")
             chosen = lines[int(first) - 1 : int(last)] if span else lines
             (landing / f"{i:04d}-{Path(name).stem}.jsonl").write_text("".join(chosen))
-        entry = {k: v for k, v in spec.items() if k != "files"}
-        entry.update(
+        pipeline = {k: v for k, v in spec.items() if k != "files"}
+        pipeline.update(
             landing=landing.as_uri(), namespace="ods_" + spec["name"], schedule="*/5 * * * *"
         )
-        pipelines.append(entry)
-    config = {
-        "catalog": {
-            "name": "lake",
-            "uri": f"sqlite:///{DEMO / 'catalog.db'}",
-            "warehouse": (DEMO / "warehouse").as_uri(),
-        },
-        "pipelines": pipelines,
+        pipelines.append(pipeline)
+    catalog = {
+        "name": "lake",
+        "uri": f"sqlite:///{DEMO / 'catalog.db'}",
+        "warehouse": (DEMO / "warehouse").as_uri(),
     }
+    config = {"catalog": catalog, "pipelines": pipelines}
     config_path = DEMO / "pipelines.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     env = {
@@ -163,7 +174,7 @@ def main() -> int:
         if done.returncode != 0:
             print(done.stdout[-4000:], done.stderr[-4000:], sep="\n")
             return done.returncode
-    show_tables(config["catalog"], pipelines)
+    show_tables(catalog, pipelines)
     return 0
 
 

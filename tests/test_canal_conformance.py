@@ -95,7 +95,8 @@ def flink_inline(spark, tmp_path_factory):
     doc = expected(FLINK / "canal-inline-cases.expected.json")
     lake = Lake(root=tmp_path_factory.mktemp("flink_inline"), spark=spark, catalog="canal_inline")
     lake.add_pipeline("inline", "canal-json", envelope="kafka")
-    lines, case_lines = [], []
+    lines: list[str] = []
+    case_lines: list[range] = []
     for case in doc["cases"]:
         first = len(lines) + 1
         for value in case["inputs"]:
@@ -122,7 +123,9 @@ def test_flink_non_numeric_numbers_insert_nan_and_infinities(flink_inline):
     columns = list(expected(FLINK / "canal-data.expected.json")["read_schema"])
     want = []
     for printed in cases[0]["expected"]:
-        fields = re.fullmatch(r"\+I\((.*)\)", printed).group(1).split(",")
+        match = re.fullmatch(r"\+I\((.*)\)", printed)
+        assert match is not None, f"not a Flink +I row: {printed}"
+        fields = match.group(1).split(",")
         want.append(
             dict(zip(columns, [int(fields[0]), *fields[1:3], float(fields[3])], strict=True))
         )
@@ -159,7 +162,9 @@ def risingwave_changelog(case: dict) -> list[dict]:
             if name.endswith("_bytes_utf8"):
                 name, value = name.removesuffix("_bytes_utf8"), value.encode("utf-8")
             elif name == "json":  # prose around the JSON string literal that is the value
-                value = json.loads(re.search(r'"(?:[^"\\]|\\.)*"', value).group())
+                literal = re.search(r'"(?:[^"\\]|\\.)*"', value)
+                assert literal is not None, f"no JSON string literal in {value!r}"
+                value = json.loads(literal.group())
             row[name.lower()] = value
         changes.append({"op": change["op"], "row": row})
     return changes

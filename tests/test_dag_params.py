@@ -38,7 +38,7 @@ def test_params_are_declared_validated_and_passed_as_flags(config_file: Path) ->
     max_files = params.get_param("max_files")
     assert max_files.schema == {"type": ["null", "integer"], "minimum": 1, "title": "Max files"}
     assert max_files.description and "oldest first" in max_files.description
-    unset = {"replay_from": None, "replay_to": None, "rebuild_tables": []}
+    unset: dict[str, object] = {"replay_from": None, "replay_to": None, "rebuild_tables": []}
     assert params.validate() == {"tables": [], "dry_run": False, "max_files": None, **unset}
 
     def validated(**values: Any) -> dict[str, Any]:

@@ -68,6 +68,7 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
         assert task.max_active_tis_per_dag == 1
         assert task._conn_id == "spark_local"
         assert task.name == f"cdc-ingest-{name}"
+        assert task.env_vars is not None and task.conf is not None
         assert task.env_vars["PYSPARK_PYTHON"] == sys.executable
         assert str(REPO / "jobs") in task.env_vars["PYTHONPATH"].split(os.pathsep)
         assert task.conf["spark.sql.catalog.lake.type"] == "jdbc"
@@ -109,6 +110,7 @@ def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
         ]
         assert task._conn_id == "spark_local"
         assert task.jars == "{{ cdc_ingest_jars() }}"
+        assert task.env_vars is not None and task.conf is not None
         assert task.env_vars["PYSPARK_PYTHON"] == sys.executable
         assert task.conf["spark.sql.catalog.lake.type"] == "jdbc"
         assert task.conf["spark.sql.shuffle.partitions"] == "2"
@@ -259,4 +261,5 @@ def test_aws_connection_is_not_looked_up_while_parsing(tmp_path: Path) -> None:
     task = bag.dags["ingest_s3p"].get_task("apply_batch")
     assert isinstance(task, IngestSparkSubmitOperator)
     assert task.aws_conn_id == "not_defined_anywhere"
+    assert task.env_vars is not None
     assert not any(k.startswith("AWS_") for k in task.env_vars)

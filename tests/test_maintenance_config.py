@@ -13,7 +13,12 @@ def _load(tmp_path: Path, maintenance: object):
     from cdc_ingest.config import load_config
 
     path = tmp_path / "p.yaml"
-    pipeline = {"name": "p", "format": "lindorm", "landing": "file:///l", "namespace": "ods"}
+    pipeline: dict[str, object] = {
+        "name": "p",
+        "format": "lindorm",
+        "landing": "file:///l",
+        "namespace": "ods",
+    }
     if maintenance is not None:
         pipeline["maintenance"] = maintenance
     doc = {"catalog": {"uri": "sqlite:///c.db", "warehouse": "file:///w"}, "pipelines": [pipeline]}

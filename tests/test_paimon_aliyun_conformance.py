@@ -58,7 +58,9 @@ def paimon_aliyun(spark, tmp_path_factory):
     """Every case file as one batch; the table after each batch kept as ``<table>_step<i>``."""
     lake = Lake(root=tmp_path_factory.mktemp("paimon_aliyun"), spark=spark, catalog="aliyun")
     lake.add_pipeline("aliyun", "datahub-blob", table=TABLE_TEMPLATE)
-    summaries, tables, wanted = [], [], {}
+    summaries: list[Any] = []
+    tables: list[list[dict]] = []
+    wanted: dict[int, dict] = {}
     for step, case in enumerate(cases()):
         lines = json_lines(PAIMON / case["file"])
         assert len(lines) == case["records"], case["file"]

@@ -68,7 +68,9 @@ def paimon_rows(printed: list[str], row_type: dict[str, str]) -> list[dict]:
 
     rows = []
     for line in printed:
-        body = re.fullmatch(r"\+I\[(.*)\]", line).group(1)
+        match = re.fullmatch(r"\+I\[(.*)\]", line)
+        assert match is not None, f"not a Paimon +I row: {line}"
+        body = match.group(1)
         fields = [f.strip() for f in re.findall(r"\s*(\[[^\]]*\]|[^,]+)", body)]
         assert len(fields) == len(row_type), line
         rows.append({c: value(f, t) for (c, t), f in zip(row_type.items(), fields, strict=True)})

@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 import requests
@@ -28,6 +29,15 @@ class AuthedS3:
     endpoint: str
     access_key_id: str
     secret_access_key: str
+
+
+class _ClientArgs(TypedDict):
+    """Where and as whom a boto3 client connects (typed so the client's overloads resolve)."""
+
+    endpoint_url: str
+    region_name: str
+    aws_access_key_id: str
+    aws_secret_access_key: str
 
 
 def _free_port() -> int:
@@ -48,7 +58,7 @@ def authed_s3() -> Iterator[AuthedS3]:
     endpoint = f"http://127.0.0.1:{port}"
     # Moto's accounts live in this process, not in the server: start from none.
     requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
-    setup = {
+    setup: _ClientArgs = {
         "endpoint_url": endpoint,
         "region_name": "us-east-1",
         "aws_access_key_id": "setup",
