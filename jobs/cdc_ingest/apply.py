@@ -12,7 +12,6 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
@@ -267,55 +266,46 @@ def apply_table(
         The summary and a dead-letter frame with ``_cdc_file_idx``, ``_cdc_line``, ``reason``,
         ``source_table`` and ``target_table``, only valid until the next batch.
     """
-    typed = typed_changes(changes, target, batch_id)
+    # Typed once, as rows: the collapse below and the typing errors both read it, and Spark
+    # evaluates the typing expressions faster in a plain projection than fused into the
+    # collapse's shuffle.
+    typed = typed_changes(changes, target, batch_id).localCheckpoint(eager=True)
     newest = newest_changes(typed.where(F.col("_type_error").isNull()))
     tombstones = _has_tombstones(spark, target)
     classified = classify(spark, newest, target, table_rows=not created, tombstones=tombstones)
-    if created:
-        # Classified against no table rows: nothing the writes below change is read again, so a
-        # cache (filled by the count below) is enough.
-        classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
-    else:
-        # Cut the lineage: the MERGE below changes the table this classification read, and a
-        # recomputation after it would classify against the new state.
-        classified = classified.localCheckpoint(eager=True)
-    try:
-        counts = {
-            (r["_action"], r["_had_tombstone"]): (r["keys"], r["changes"])
-            for r in classified.groupBy("_action", "_had_tombstone")
-            .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
-            .collect()
-        }
-        by_action: dict[str, int] = {}
-        for (act, _), (keys, _) in counts.items():
-            by_action[act] = by_action.get(act, 0) + keys
-        good = sum(n for _, n in counts.values())
-        summary = TableSummary(
-            table=target.name,
-            messages=good,
-            inserted=by_action.get(INSERT, 0),
-            updated=by_action.get(UPDATE, 0),
-            deleted=by_action.get(DELETED, 0),
-            deleted_absent=by_action.get(DELETED_ABSENT, 0),
-            superseded=good - sum(by_action.values()),
-            older=by_action.get(OLDER, 0),
-            dead_lettered=rows - good,
-        )
-        if summary.inserted or summary.updated or summary.deleted:
-            if created:
-                _append_target(classified, target, batch_id)
-            else:
-                _merge_target(spark, classified, target)
-        if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
-            if tombstones:
-                _merge_tombstones(spark, classified, target, batch_id)
-            else:
-                _append_tombstones(classified, target, batch_id)
-    finally:
-        if created:
-            classified.unpersist()
-    bad = typing_errors(typed, target)
-    bad = (
-        bad.localCheckpoint(eager=True) if summary.dead_lettered else bad.limit(0).localCheckpoint()
+    # Materialized by the count below, as rows (a local checkpoint costs less CPU than a columnar
+    # cache) and with the lineage cut: the MERGE below changes the table this classification
+    # read, and a recomputation after it would classify against the new state.
+    classified = classified.localCheckpoint(eager=False)
+    counts = {
+        (r["_action"], r["_had_tombstone"]): (r["keys"], r["changes"])
+        for r in classified.groupBy("_action", "_had_tombstone")
+        .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
+        .collect()
+    }
+    by_action: dict[str, int] = {}
+    for (act, _), (keys, _) in counts.items():
+        by_action[act] = by_action.get(act, 0) + keys
+    good = sum(n for _, n in counts.values())
+    summary = TableSummary(
+        table=target.name,
+        messages=good,
+        inserted=by_action.get(INSERT, 0),
+        updated=by_action.get(UPDATE, 0),
+        deleted=by_action.get(DELETED, 0),
+        deleted_absent=by_action.get(DELETED_ABSENT, 0),
+        superseded=good - sum(by_action.values()),
+        older=by_action.get(OLDER, 0),
+        dead_lettered=rows - good,
     )
-    return summary, bad
+    if summary.inserted or summary.updated or summary.deleted:
+        if created:
+            _append_target(classified, target, batch_id)
+        else:
+            _merge_target(spark, classified, target)
+    if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
+        if tombstones:
+            _merge_tombstones(spark, classified, target, batch_id)
+        else:
+            _append_tombstones(classified, target, batch_id)
+    return summary, typing_errors(typed, target)

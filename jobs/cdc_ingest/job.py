@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from cdc_ingest.batch_apply import apply_all_tables
@@ -37,7 +36,7 @@ from cdc_ingest.schema_evolution import (
     check_policy,
     collect_ddl,
 )
-from cdc_ingest.spark_session import configure_catalog
+from cdc_ingest.spark_session import configure_catalog, release
 from cdc_ingest.summary import RunSummary, TableSummary
 from cdc_ingest.tables import CHECKPOINTS, ensure_system_tables, existing_tables
 
@@ -189,7 +188,10 @@ def run_pipeline(
             )
             if plan.replay is not None:
                 resolved = prepare_resolved(spark, resolved, plan, catalog, namespace, existing)
-            cached = cached_columns(resolved).persist(StorageLevel.MEMORY_AND_DISK)
+            # Filled by the inventory's pass. Rows in a local checkpoint cost less CPU to store and
+            # to read again than a columnar cache; a lost executor fails the batch (safe to rerun)
+            # instead of re-reading the files.
+            cached = cached_columns(resolved).localCheckpoint(eager=False)
             batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
             inventory = take_inventory(batch, summary, stats)
             restrict(inventory, existing, plan, summary)
@@ -248,7 +250,7 @@ def run_pipeline(
                 if summary.ddl_recorded and records_ddl:
                     save_ddl()
                 clock.lap("dead_letters")
-            cached.unpersist()
+            release(cached)
     offsets = stats.offsets() if pipeline.envelope == "kafka" else []
     summary.kafka_offsets = [
         {"file": summary.files[i], "topic": t, "partition": p, "min_offset": lo, "max_offset": hi}

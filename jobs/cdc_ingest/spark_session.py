@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from cdc_ingest.config import CatalogConfig
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 ICEBERG_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 ICEBERG_PACKAGE = "snowpark_connect_deps_iceberg"
@@ -166,3 +166,14 @@ def build_session(catalog: CatalogConfig, app_name: str = "cdc-ingest") -> Spark
 def _submitted_conf() -> dict[str, str]:
     args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
     return {"spark.master": "set"} if "--master" in args else {}
+
+
+def release(frame: DataFrame) -> None:
+    """Free the blocks of a local checkpoint now instead of when the JVM collects its RDD.
+
+    A process that runs several batches (the tests, a long-lived driver) would otherwise hold
+    every batch's rows until a garbage collection notices them.
+    """
+    plan = frame._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
