@@ -54,12 +54,11 @@ demo: install
 # another test module no longer has fails here rather than when CI collects the tests.
 # --config-file '' skips pyproject's [tool.mypy] (strict on jobs, plugins, dags); jobs and plugins
 # are on the path so calls into them are checked; its own cache, as the per-module options differ
-# from the strict run's. scripts/bench*.py are excluded until they type-check.
+# from the strict run's.
 MYPY_TESTS := MYPYPATH=jobs:plugins $(BIN)/mypy --config-file '' --python-version 3.11 \
 	--strict --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls \
 	--allow-untyped-decorators --allow-any-generics --no-warn-return-any \
-	--ignore-missing-imports --cache-dir .mypy_cache/tests \
-	--exclude '^scripts/bench(_phases)?\.py$$'
+	--ignore-missing-imports --cache-dir .mypy_cache/tests
 
 lint: install
 	$(BIN)/ruff check jobs plugins dags tests scripts

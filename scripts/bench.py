@@ -308,8 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         return 1
-    totals = f"{summary.lines:,} lines = {summary.messages:,} messages + {summary.dead_lettered}"
-    print(f"summary adds up: {totals} dead-lettered; bench.customers holds {rows:,} rows")
+    adds_up = f"{summary.lines:,} lines = {summary.messages:,} messages + {summary.dead_lettered}"
+    print(f"summary adds up: {adds_up} dead-lettered; bench.customers holds {rows:,} rows")
     return 0
 
 

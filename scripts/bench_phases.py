@@ -16,6 +16,7 @@ from typing import Any
 
 # (module, attribute, label, parent label): functions wrapped while the pipeline runs.
 STORE = "cdc_ingest.checkpoint_store"
+APPLY_ALL = "cdc_ingest.batch_apply"
 PHASES: tuple[tuple[str, str, str, str | None], ...] = (
     ("cdc_ingest.job", "run_pipeline", "run_pipeline", None),
     ("cdc_ingest.job", "list_landed", "list landing zone", "run_pipeline"),
@@ -25,8 +26,8 @@ PHASES: tuple[tuple[str, str, str, str | None], ...] = (
     (STORE, "CheckpointStore.record_planned", "record planned (overlaps 1st pass)", "run_pipeline"),
     ("cdc_ingest.job", "take_inventory", "read + decode + inventory (1st pass)", "run_pipeline"),
     ("cdc_ingest.job", "apply_all_tables", "apply all tables", "run_pipeline"),
-    ("cdc_ingest.batch_apply", "prepare_target", "prepare target (infer types, DDL)", "apply all tables"),
-    ("cdc_ingest.batch_apply", "apply_table", "apply table", "apply all tables"),
+    (APPLY_ALL, "prepare_target", "prepare target (infer types, DDL)", "apply all tables"),
+    (APPLY_ALL, "apply_table", "apply table", "apply all tables"),
     ("cdc_ingest.apply", "_merge_target", "MERGE INTO target", "apply table"),
     ("cdc_ingest.apply", "_merge_tombstones", "MERGE INTO tombstones", "apply table"),
     ("cdc_ingest.apply", "_append_target", "append to created target", "apply table"),

@@ -38,12 +38,12 @@ def target_name(template: str) -> Column:
     parts: list[Column] = []
     for literal, placeholder in re.findall(r"([^{]*)(?:{([^}]*)})?", template):
         if literal:
-            parts.append(F.lit(literal))
+            # Sanitized here once; every placeholder is already an identifier part.
+            parts.append(F.lit(re.sub(r"[^a-z0-9_]", "_", literal.lower())))
         if placeholder:
             field = FIELD_ALIASES.get(placeholder, placeholder)
             parts.append(identifier_part(F.col(f"src_{field}")))
-    rendered = F.concat(*parts) if parts else F.lit("")
-    return F.regexp_replace(F.lower(rendered), r"[^a-z0-9_]", "_")
+    return F.concat(*parts) if parts else F.lit("")
 
 
 def configured_keys(pipeline: PipelineConfig) -> Column:
@@ -58,6 +58,9 @@ def configured_keys(pipeline: PipelineConfig) -> Column:
         ]
     )
     db, schema, table = F.col("src_db"), F.col("src_schema"), F.col("src_table")
+    if not any("." in name for name in pipeline.keys):
+        # Only the bare table name can match: skip building the qualified names on every row.
+        return F.element_at(lookup, table)
     candidates = [
         F.concat_ws(".", db, schema, table),
         F.concat_ws(".", db, table),
@@ -65,6 +68,21 @@ def configured_keys(pipeline: PipelineConfig) -> Column:
         table,
     ]
     return F.coalesce(*[F.element_at(lookup, c) for c in candidates])
+
+
+# Characters ``to_json`` escapes in a string: a value without them is its own JSON text.
+JSON_ESCAPED = r'["\\\x00-\x1f]'
+
+
+def key_text() -> Column:
+    """The key's canonical text, ``to_json`` of its values: ``["42"]``, ``["a","b"]``.
+
+    A one-column key whose value needs no escaping is quoted by concatenation, which costs far
+    less than a JSON generator per row and yields the same text.
+    """
+    value = F.col("_first_key")
+    plain = (F.size("_cdc_keys") == 1) & value.isNotNull() & ~value.rlike(JSON_ESCAPED)
+    return F.when(plain, F.concat(F.lit('["'), value, F.lit('"]'))).otherwise(F.to_json("_raw_key"))
 
 
 def source_name() -> Column:
@@ -123,14 +141,24 @@ def resolve_changes(
     known = F.coalesce(configured_keys(pipeline), F.col("key_names"))
     if keyless_append_only:
         known = F.coalesce(known, F.array().cast("array<string>"))
-    keyed = decoded.withColumn("_cdc_keys", known).withColumn(
-        "_raw_key",
-        F.transform(
-            "_cdc_keys",
-            lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)),
-        ),
-    )
     keys = F.col("_cdc_keys")
+    first = F.element_at(keys, 1)
+    first_value = F.coalesce(F.element_at("key_values", first), F.element_at("image", first))
+    # Most tables have a one-column key: it skips the (interpreted) lambda function.
+    single = F.size(keys) == 1
+    keyed = (
+        decoded.withColumn("_cdc_keys", known)
+        .withColumn("_first_key", first_value)
+        .withColumn(
+            "_raw_key",
+            F.when(single, F.array("_first_key")).otherwise(
+                F.transform(
+                    keys,
+                    lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)),
+                )
+            ),
+        )
+    )
     missing = F.filter(
         keys, lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)).isNull()
     )
@@ -170,7 +198,7 @@ def resolve_changes(
         target.alias("_cdc_target"),
         source_name().alias("_cdc_source"),
         keys,
-        F.to_json("_raw_key").alias("_cdc_key"),
+        key_text().alias("_cdc_key"),
         F.concat(F.col("order"), position).alias("_cdc_order"),
         error.alias("_cdc_error"),
     )
