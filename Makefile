@@ -66,7 +66,7 @@ lint: install
 	$(MYPY_TESTS) tests scripts
 
 test: lint
-	$(BIN)/pytest -q -n $(TEST_WORKERS) tests
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=15 tests
 
 bench: install
 	$(BIN)/python scripts/bench.py
