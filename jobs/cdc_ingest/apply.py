@@ -266,10 +266,9 @@ def apply_table(
         The summary and a dead-letter frame with ``_cdc_file_idx``, ``_cdc_line``, ``reason``,
         ``source_table`` and ``target_table``, only valid until the next batch.
     """
-    # Typed once, as rows: the collapse below and the typing errors both read it, and Spark
-    # evaluates the typing expressions faster in a plain projection than fused into the
-    # collapse's shuffle.
-    typed = typed_changes(changes, target, batch_id).localCheckpoint(eager=True)
+    # Typed inside the collapse's first stage; the typing errors type the rows again, in a pass
+    # of their own that the job runs only when the counts below say there are some.
+    typed = typed_changes(changes, target, batch_id)
     newest = newest_changes(typed.where(F.col("_type_error").isNull()))
     tombstones = _has_tombstones(spark, target)
     classified = classify(spark, newest, target, table_rows=not created, tombstones=tombstones)

@@ -107,7 +107,8 @@ def apply_all_tables(
         else:
             rows = inventory.rows.get(name, 0)
             table_summary, bad = _apply_plain(ctx, base, rows, changes, name in fan_out, evolve)
-            if bad is not None:
+            # Typing errors are re-derived from the batch: only where the counts found some.
+            if bad is not None and table_summary.dead_lettered:
                 dead.append(bad)
             if not evolve:
                 identifier = qualified(ctx.catalog, ctx.namespace, name)
