@@ -73,6 +73,10 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
         assert str(REPO / "jobs") in task.env_vars["PYTHONPATH"].split(os.pathsep)
         assert task.conf["spark.sql.catalog.lake.type"] == "jdbc"
         assert task.conf["spark.sql.extensions"].endswith("IcebergSparkSessionExtensions")
+        # Generated code over HotSpot's 8000-byte limit is JIT-compiled in driver and executors.
+        for jvm in ("driver", "executor"):
+            options = task.conf[f"spark.{jvm}.extraJavaOptions"].split()
+            assert "-XX:-DontCompileHugeMethods" in options
         # The pipelines file's own spark.conf wins over the defaults.
         assert task.conf["spark.sql.shuffle.partitions"] == "2"
 
