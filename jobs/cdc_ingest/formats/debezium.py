@@ -68,9 +68,14 @@ class DebeziumFamilyDecoder(Decoder):
 
     def schema_hint(self, envelope_schema: Column, image: Column) -> Column:
         """The text ``type_hint`` reads: the Connect schema, when it is more than ``{}``."""
+        # Spark hands an object over as compact JSON, so the whitespace regex (per row) is only
+        # needed for the rare schema sent as a string; a non-empty object starts with {".
         trimmed = F.regexp_replace(envelope_schema, r"\s", "")
-        return F.when(trimmed.isin("{}", "null") | trimmed.isNull(), F.lit(None)).otherwise(
-            envelope_schema
+        return (
+            F.when(envelope_schema.isNull() | envelope_schema.isin("{}", "null"), F.lit(None))
+            .when(envelope_schema.startswith('{"'), envelope_schema)
+            .when(trimmed.isin("{}", "null"), F.lit(None))
+            .otherwise(envelope_schema)
         )
 
     def is_tombstone(self, value: Column) -> Column:
