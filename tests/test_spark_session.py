@@ -13,3 +13,26 @@ def test_generated_code_over_hotspot_method_limit_is_jit_compiled(spark: Any) ->
         jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     )
     assert "-XX:-DontCompileHugeMethods" in arguments
+
+
+def test_pipelines_file_jvm_options_keep_the_jit_flag_unless_they_set_it() -> None:
+    from cdc_ingest.config import CatalogConfig
+    from cdc_ingest.spark_session import submit_conf
+
+    catalog = CatalogConfig("lake", "sqlite:////tmp/c.db", "file:///tmp/w")
+    conf = submit_conf(
+        catalog,
+        {
+            "spark.driver.extraJavaOptions": "-Xss4m -Dx=1",
+            "spark.executor.extraJavaOptions": "-XX:+DontCompileHugeMethods",
+            "spark.sql.shuffle.partitions": "2",
+        },
+    )
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:-DontCompileHugeMethods -Xss4m -Dx=1"
+    # Naming the flag either way is the pipelines file's call.
+    assert conf["spark.executor.extraJavaOptions"] == "-XX:+DontCompileHugeMethods"
+    assert conf["spark.sql.shuffle.partitions"] == "2"
+    assert conf["spark.sql.catalog.lake.type"] == "jdbc"
+    assert (
+        submit_conf(catalog, {})["spark.executor.extraJavaOptions"] == "-XX:-DontCompileHugeMethods"
+    )

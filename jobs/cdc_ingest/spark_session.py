@@ -115,7 +115,23 @@ def catalog_conf(catalog: CatalogConfig) -> dict[str, str]:
     return conf
 
 
-JVM_OPTIONS = "-XX:-DontCompileHugeMethods"
+# HotSpot never JIT-compiles a method over 8000 bytes of bytecode unless this flag is off.
+HUGE_METHODS_FLAG = "DontCompileHugeMethods"
+JVM_OPTIONS = f"-XX:-{HUGE_METHODS_FLAG}"
+JVM_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
+
+def submit_conf(catalog: CatalogConfig, overrides: dict[str, str]) -> dict[str, str]:
+    """The job's whole Spark conf: session settings, the catalog, then a pipelines file's own.
+
+    Later entries win, except that JVM options set there keep the job's unless they name the same
+    HotSpot flag: replacing them would silently slow every stage that generates a huge method.
+    """
+    conf = {**session_conf(), **catalog_conf(catalog), **overrides}
+    for key in JVM_OPTION_KEYS:
+        if key in overrides and HUGE_METHODS_FLAG not in overrides[key]:
+            conf[key] = f"{JVM_OPTIONS} {overrides[key]}".strip()
+    return conf
 
 
 def session_conf() -> dict[str, str]:
@@ -139,8 +155,7 @@ def session_conf() -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # HotSpot never JIT-compiles a method over 8000 bytes of bytecode; a stage that decodes or
         # types many columns generates such methods and would run interpreted, several times slower.
-        "spark.driver.extraJavaOptions": JVM_OPTIONS,
-        "spark.executor.extraJavaOptions": JVM_OPTIONS,
+        **{key: JVM_OPTIONS for key in JVM_OPTION_KEYS},
         "spark.pyspark.python": python,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

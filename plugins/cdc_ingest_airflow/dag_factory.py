@@ -45,7 +45,7 @@ from airflow.providers.standard.operators.python import PythonOperator, ShortCir
 from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
 from cdc_ingest.config import CatalogConfig, Config, PipelineConfig, load_config
-from cdc_ingest.spark_session import catalog_conf, job_jars, session_conf
+from cdc_ingest.spark_session import job_jars, submit_conf
 
 from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
 from cdc_ingest_airflow.lake_state import batch_summary, has_work
@@ -117,8 +117,7 @@ def submit_jars(catalog: CatalogConfig) -> str:
 
 
 def _spark_conf(config: Config) -> dict[str, str]:
-    # Later entries win, so a pipelines file's own spark.conf can override the defaults.
-    return {**session_conf(), **catalog_conf(config.catalog), **config.spark.conf}
+    return submit_conf(config.catalog, config.spark.conf)
 
 
 def _env_vars(jobs: Path) -> dict[str, str]:
