@@ -15,8 +15,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 BINARIES = "/usr/lib/postgresql/*/bin"
 SERVER_USER = "postgres"
@@ -177,3 +180,15 @@ def remove_server(server: PostgresServer) -> None:
         server.stop()
     finally:
         shutil.rmtree(server.root, ignore_errors=True)
+
+
+def serve_module() -> Iterator[PostgresServer]:
+    """A test module's own server: the module is skipped where none can start; removed after."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    server = start_server()
+    try:
+        yield server
+    finally:
+        remove_server(server)

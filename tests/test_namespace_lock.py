@@ -12,21 +12,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from postgres_server import PostgresServer, remove_server, start_server, unavailable_reason
+from postgres_server import PostgresServer, serve_module
 
 SHORT = timedelta(seconds=1)
 
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[PostgresServer]:
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    server = start_server()
-    try:
-        yield server
-    finally:
-        remove_server(server)
+    """A PostgreSQL server of this module's own, stopped and removed afterwards."""
+    yield from serve_module()
 
 
 def _sqlite_catalog(tmp_path: Path):

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import FIXTURES
-from postgres_server import PostgresServer, remove_server, start_server, unavailable_reason
+from postgres_server import PostgresServer, serve_module
 
 CLI = str(Path(sys.executable).parent / "cdc-ingest")
 CATALOG = "pglake"
@@ -30,14 +30,7 @@ DEBEZIUM_FILE = FIXTURES / "debezium-json" / "debezium-data-schema-exclude.txt"
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[PostgresServer]:
     """A PostgreSQL server of this module's own, stopped and removed afterwards."""
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    server = start_server()
-    try:
-        yield server
-    finally:
-        remove_server(server)
+    yield from serve_module()
 
 
 @pytest.fixture
