@@ -267,7 +267,7 @@ def apply_table(
         ``source_table`` and ``target_table``, only valid until the next batch.
     """
     # Typed inside the collapse's first stage; the typing errors type the rows again, in a pass
-    # of their own that the job runs only when the counts below say there are some.
+    # of their own, only when the counts below say there are some (else an empty plan).
     typed = typed_changes(changes, target, batch_id)
     newest = newest_changes(typed.where(F.col("_type_error").isNull()))
     tombstones = _has_tombstones(spark, target)
@@ -307,4 +307,5 @@ def apply_table(
             _merge_tombstones(spark, classified, target, batch_id)
         else:
             _append_tombstones(classified, target, batch_id)
-    return summary, typing_errors(typed, target)
+    errors = typing_errors(typed, target)
+    return summary, errors if summary.dead_lettered else errors.limit(0)

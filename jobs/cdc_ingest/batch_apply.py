@@ -107,8 +107,7 @@ def apply_all_tables(
         else:
             rows = inventory.rows.get(name, 0)
             table_summary, bad = _apply_plain(ctx, base, rows, changes, name in fan_out, evolve)
-            # Typing errors are re-derived from the batch: only where the counts found some.
-            if bad is not None and table_summary.dead_lettered:
+            if bad is not None:
                 dead.append(bad)
             if not evolve:
                 identifier = qualified(ctx.catalog, ctx.namespace, name)

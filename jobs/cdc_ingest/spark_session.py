@@ -153,8 +153,7 @@ def session_conf() -> dict[str, str]:
         # than the decode it saves.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        # HotSpot never JIT-compiles a method over 8000 bytes of bytecode; a stage that decodes or
-        # types many columns generates such methods and would run interpreted, several times slower.
+        # A stage that decodes or types many columns generates methods over HotSpot's limit.
         **{key: JVM_OPTIONS for key in JVM_OPTION_KEYS},
         "spark.pyspark.python": python,
         "spark.ui.enabled": "false",
