@@ -7,8 +7,9 @@ BIN := $(VENV)/bin
 # pytest-xdist workers, each with one Spark session shared by its tests; 0 runs in-process.
 TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
-SQLITE_JDBC := /usr/share/java/sqlite-jdbc.jar
-POSTGRESQL_JDBC := /usr/share/java/postgresql.jar
+# JVM artifacts by their Maven coordinates (jobs/cdc_ingest/jars.py, tests/rest_catalog_server.py),
+# resolved once into the environment; every later run is offline.
+JARS_STAMP := $(VENV)/.jars
 CHROMIUM := /usr/bin/chromium
 export JAVA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $$(command -v java) 2>/dev/null)) 2>/dev/null)
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
@@ -16,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: install system-deps demo test lint bench clean
 
-install: system-deps $(STAMP)
+install: system-deps $(STAMP) $(JARS_STAMP)
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -26,21 +27,24 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -c "import pyspark, sys; v = pyspark.__version__; print('pyspark', v); sys.exit(v != '3.5.9')"
 	touch $(STAMP)
 
+$(JARS_STAMP): $(STAMP) jobs/cdc_ingest/jars.py tests/rest_catalog_server.py
+	$(BIN)/python -m cdc_ingest.jars
+	$(BIN)/python tests/rest_catalog_server.py
+	touch $(JARS_STAMP)
+
 system-deps:
 	@command -v java >/dev/null || { \
 	  echo "Java not found: installing openjdk-17-jre-headless"; \
 	  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
 	@java -version 2>&1 | head -1
-	@test -f $(SQLITE_JDBC) || { \
-	  echo "SQLite JDBC driver not found: installing libxerial-sqlite-jdbc-java"; \
-	  apt-get update -qq && apt-get install -y -qq libxerial-sqlite-jdbc-java; }
-	@test -f $(SQLITE_JDBC) || { echo "missing $(SQLITE_JDBC): apt-get install libxerial-sqlite-jdbc-java"; exit 1; }
-	@# A postgresql:// catalog needs the PostgreSQL JDBC driver; the tests also start a real server.
-	@test -f $(POSTGRESQL_JDBC) && compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { \
-	  echo "PostgreSQL server or JDBC driver not found: installing postgresql libpostgresql-jdbc-java"; \
+	@command -v mvn >/dev/null || { \
+	  echo "Maven not found: installing maven"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
+	@# The PostgreSQL catalog tests start a real server.
+	@compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { \
+	  echo "PostgreSQL server not found: installing postgresql"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    postgresql libpostgresql-jdbc-java >/dev/null; }
-	@test -f $(POSTGRESQL_JDBC) || { echo "missing $(POSTGRESQL_JDBC): apt-get install libpostgresql-jdbc-java"; exit 1; }
+	    postgresql >/dev/null; }
 	@# The status page test reads the Airflow plugin's page with Debian's headless chromium.
 	@test -x $(CHROMIUM) || { \
 	  echo "chromium not found: installing chromium"; \

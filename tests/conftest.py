@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -28,7 +29,7 @@ for _name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 _catalogs = itertools.count()
 # The DAG test modules' fixtures (AIRFLOW_HOME, clean environment, pipelines file).
-pytest_plugins = ["dag_fixtures"]
+pytest_plugins = ["dag_fixtures", "lakehouses"]
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +53,9 @@ class Lake:
     spark: Any
     catalog: str
     pipelines: list[dict[str, Any]] = field(default_factory=list)
+    # The pipelines file's catalog section; None: a SQLite catalog file and a local warehouse.
+    catalog_section: dict[str, Any] | None = None
+    kind: str = "jdbc+file"
 
     @property
     def config_path(self) -> Path:
@@ -80,7 +84,8 @@ class Lake:
         import yaml
 
         doc = {
-            "catalog": {
+            "catalog": self.catalog_section
+            or {
                 "name": self.catalog,
                 "uri": f"sqlite:///{self.root / 'catalog.db'}",
                 "warehouse": (self.root / "warehouse").as_uri(),
@@ -132,6 +137,18 @@ class Lake:
 
 
 @pytest.fixture
-def lake(spark: Any, tmp_path: Path) -> Lake:
-    """A fresh, empty lake (own catalog name, SQLite file and warehouse) on the shared session."""
-    return Lake(root=tmp_path, spark=spark, catalog=f"lake{next(_catalogs)}")
+def lake(request: pytest.FixtureRequest, spark: Any, tmp_path: Path) -> Iterator[Lake]:
+    """A fresh, empty lake with its own catalog name on the shared session.
+
+    On a SQLite catalog file and a local warehouse, or, parametrized indirectly with
+    ``lakehouses.REST_S3``, on a REST catalog server over an S3 warehouse (see lakehouses.py).
+    """
+    from lakehouses import JDBC_FILE, REST_S3, rest_s3_catalog
+
+    kind = getattr(request, "param", JDBC_FILE)
+    lake = Lake(root=tmp_path, spark=spark, catalog=f"lake{next(_catalogs)}", kind=kind)
+    with contextlib.ExitStack() as stack:
+        if kind == REST_S3:
+            s3 = request.getfixturevalue("s3_server")
+            lake.catalog_section = rest_s3_catalog(tmp_path, lake.catalog, s3, stack)
+        yield lake

@@ -134,20 +134,18 @@ def test_jars_resolve_when_the_task_renders(config_file: Path) -> None:
 
 @pytest.mark.usefixtures("clean_env")
 def test_missing_jars_do_not_break_parsing(
-    config_file: Path, monkeypatch: pytest.MonkeyPatch
+    config_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from cdc_ingest import spark_session
+    from cdc_ingest import jars
 
-    def no_jar() -> str:
-        raise spark_session.EnvironmentProblem("iceberg runtime jar not found (test)")
-
-    monkeypatch.setattr(spark_session, "iceberg_runtime_jar", no_jar)
+    monkeypatch.setenv(jars.JARS_DIR_VARIABLE, str(tmp_path / "no-jars-here"))
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
     bag = dagbag()
 
     assert bag.import_errors == {}
     dag = bag.dags["ingest_orders_ld"]
-    with pytest.raises(spark_session.EnvironmentProblem, match="iceberg runtime jar not found"):
+    missing = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0.*make install"
+    with pytest.raises(jars.EnvironmentProblem, match=missing):
         dag.get_template_env().from_string(dag.get_task("apply_batch").jars).render()
 
 

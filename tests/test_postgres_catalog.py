@@ -205,15 +205,13 @@ def test_two_pipelines_write_one_postgresql_catalog_concurrently(spark, tmp_path
     )
 
 
-def test_postgresql_catalog_requires_its_jdbc_driver_by_package_name(monkeypatch):
-    from cdc_ingest.config import CatalogConfig
-    from cdc_ingest.spark_session import JDBC_DRIVERS, EnvironmentProblem, job_jars
+def test_jdbc_drivers_come_from_the_maven_cache_after_the_iceberg_runtime():
+    from cdc_ingest.spark_session import job_jars
 
-    catalog = CatalogConfig(CATALOG, "postgresql://u:p@127.0.0.1:5432/db", "file:///tmp/w")
-    monkeypatch.delenv("CDC_INGEST_JDBC_JARS", raising=False)
-    installed_jar, package = JDBC_DRIVERS["postgresql"]
-    if Path(installed_jar).is_file():
-        assert job_jars(catalog)[1] == installed_jar  # right after the Iceberg runtime
-    monkeypatch.setitem(JDBC_DRIVERS, "postgresql", ("/nonexistent/postgresql.jar", package))
-    with pytest.raises(EnvironmentProblem, match="apt-get install libpostgresql-jdbc-java"):
-        job_jars(catalog)
+    names = [Path(j).name for j in job_jars()]
+    assert names == [
+        "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
+        "iceberg-aws-bundle-1.12.0.jar",
+        "sqlite-jdbc-3.51.1.0.jar",
+        "postgresql-42.7.14.jar",
+    ]

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import pytest
 from formats_under_test import FORMATS, TABLE, Changes
+from lakehouses import JDBC_FILE, REST_S3
 
 ALICE = {"id": 1, "owner": "alice", "balance": 100}
 BOB = {"id": 2, "owner": "bob", "balance": 50}
 
 
-@pytest.fixture(params=sorted(FORMATS))
-def fmt(request):
-    return request.param
+# Every format on the embedded default; the scenarios once more on a REST catalog over S3.
+CASES = [(fmt, JDBC_FILE) for fmt in sorted(FORMATS)] + [("debezium-json", REST_S3)]
+
+
+def pytest_generate_tests(metafunc):
+    if "fmt" in metafunc.fixturenames:
+        metafunc.parametrize(
+            ("fmt", "lake"),
+            CASES,
+            indirect=["lake"],
+            ids=[fmt if kind == JDBC_FILE else f"{fmt}-{kind}" for fmt, kind in CASES],
+        )
 
 
 @pytest.fixture

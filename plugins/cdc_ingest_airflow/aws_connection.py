@@ -1,13 +1,16 @@
-"""S3 landing zones reached through an Airflow AWS connection (a pipeline's ``aws_conn_id``).
+"""Airflow connections behind the job: S3 landing zones, the catalog's secret, an S3 warehouse.
 
-The connection is looked up when a task runs, never while the DAG file is parsed (that would hit
-the metadata database or a secrets backend on every parse). Two tasks need it:
+Connections are looked up when a task runs, never while the DAG file is parsed (that would hit
+the metadata database or a secrets backend on every parse):
 
-- ``check_landing`` lists the landing zone in the Airflow worker (:func:`pipeline_s3_access`);
-- ``apply_batch`` hands it to the Spark job as the standard AWS variables of spark-submit's
-  environment (:class:`IngestSparkSubmitOperator`). spark-submit may run where Airflow's connection
-  lookup is not available, and the environment keeps the secret off its command line; the job's
-  driver then carries the settings to its Python workers inside the read task.
+- a pipeline's ``aws_conn_id`` (its S3 landing zone): ``check_landing`` lists the landing zone in
+  the Airflow worker (:func:`pipeline_s3_access`); ``apply_batch`` hands it to the Spark job as the
+  standard AWS variables of spark-submit's environment. spark-submit may run where Airflow's
+  connection lookup is not available, and the environment keeps the secret off its command line;
+  the job's driver then carries the settings to its Python workers inside the read task.
+- the catalog's ``conn_id`` and ``aws_conn_id``: resolved into catalog properties
+  (:func:`catalog_environment`), carried as ``PYICEBERG_CATALOG__<NAME>__<KEY>`` variables to
+  spark-submit and used as they are by the pyiceberg readers (``check_landing``, ``batch_summary``).
 
 Connection fields, as the Amazon provider reads them: ``login``/``password`` (or the extras
 ``aws_access_key_id``/``aws_secret_access_key``) are the key pair, extras ``aws_session_token``,
@@ -20,8 +23,22 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from cdc_ingest.config import PipelineConfig
+from cdc_ingest.catalog_properties import env_name, warehouse_s3_properties
+from cdc_ingest.config import CatalogConfig, PipelineConfig, is_secret
 from cdc_ingest.landing import ADDRESSING_STYLES, LandingError, S3Access
+
+
+class CatalogConnectionError(RuntimeError):
+    """The catalog's Airflow connection is missing or does not fit the catalog's type."""
+
+
+def _connection(conn_id: str, role: str) -> Any:
+    from airflow.sdk import BaseHook
+
+    try:
+        return BaseHook.get_connection(conn_id)
+    except Exception as exc:
+        raise CatalogConnectionError(f"Airflow connection {conn_id!r} ({role}): {exc}") from exc
 
 
 def s3_access_from_connection(conn_id: str) -> S3Access:
@@ -67,23 +84,87 @@ def pipeline_s3_access(pipeline: PipelineConfig) -> S3Access | None:
     return s3_access_from_connection(pipeline.aws_conn_id)
 
 
+def catalog_connection_properties(catalog: CatalogConfig) -> dict[str, str]:
+    """Catalog properties from ``catalog.conn_id`` and ``catalog.aws_conn_id``; task time only.
+
+    ``conn_id``: for a JDBC catalog, ``login``/``password`` are the database user and password;
+    for REST, ``login``/``password`` are the OAuth2 client id and secret (Iceberg's
+    ``credential``), or the extra ``token`` is a bearer token; extra ``scope`` and
+    ``oauth2-server-uri`` are passed on, as is any other key of the extra ``properties``.
+    ``aws_conn_id``: S3FileIO's endpoint, region, addressing and keys for an ``s3://`` warehouse.
+    Every secret is registered with Airflow's masker before anything can log it.
+
+    Raises:
+        CatalogConnectionError: a connection is not defined.
+        LandingError: the AWS connection names an unknown addressing style.
+    """
+    from airflow.sdk.log import mask_secret
+
+    props: dict[str, str] = {}
+    if catalog.aws_conn_id is not None:
+        props.update(warehouse_s3_properties(s3_access_from_connection(catalog.aws_conn_id)))
+    if catalog.conn_id is not None:
+        conn = _connection(catalog.conn_id, "catalog.conn_id")
+        extra: dict[str, Any] = conn.extra_dejson or {}
+        if catalog.type == "jdbc":
+            props.update({"jdbc.user": conn.login, "jdbc.password": conn.password})
+        elif catalog.type == "rest" and conn.login:
+            props["credential"] = f"{conn.login}:{conn.password or ''}"
+        for key in ("token", "scope", "oauth2-server-uri"):
+            if extra.get(key):
+                props[key] = str(extra[key])
+        props.update({str(k): str(v) for k, v in (extra.get("properties") or {}).items()})
+    props = {k: v for k, v in props.items() if v}
+    for key, value in props.items():
+        if is_secret(key):
+            mask_secret(value)
+    return props
+
+
+def catalog_environment(catalog: CatalogConfig) -> dict[str, str]:
+    """:func:`catalog_connection_properties` as the variables the job and pyiceberg read."""
+    return {env_name(catalog.name, k): v for k, v in catalog_connection_properties(catalog).items()}
+
+
 class IngestSparkSubmitOperator(SparkSubmitOperator):
-    """``SparkSubmitOperator`` that adds an AWS connection's settings to spark-submit's environment.
+    """``SparkSubmitOperator`` that puts the job's Airflow connections into spark-submit's
+    environment.
 
     Args:
-        aws_conn_id: the Airflow AWS connection, resolved in :meth:`execute` (after templates are
-            rendered, so the secret is neither parsed nor stored with the rendered fields).
+        aws_conn_id: the landing zone's Airflow AWS connection.
+        catalog: the pipelines file's catalog, whose ``conn_id`` and ``aws_conn_id`` are resolved.
         **kwargs: as for ``SparkSubmitOperator``.
+
+    Connections are resolved in :meth:`execute`, after templates are rendered, so no secret is
+    parsed or stored with the rendered fields, and none is on spark-submit's command line.
     """
 
-    def __init__(self, *, aws_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        aws_conn_id: str | None = None,
+        catalog: CatalogConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.aws_conn_id = aws_conn_id
+        self.catalog = catalog
 
     def execute(self, context: Any) -> None:
-        """Resolve the connection into the environment, then spark-submit."""
+        """Resolve the connections into the environment, then spark-submit."""
+        env = dict(self.env_vars or {})
         if self.aws_conn_id is not None:
             access = s3_access_from_connection(self.aws_conn_id)
-            self.env_vars = {**(self.env_vars or {}), **access.to_env()}
+            env.update(access.to_env())
             self.log.info("S3 landing zone: %r", access)
+        if self.catalog is not None:
+            catalog_env = catalog_environment(self.catalog)
+            env.update(catalog_env)
+            if catalog_env:
+                self.log.info(
+                    "catalog %s: properties from Airflow connections: %s",
+                    self.catalog.name,
+                    ", ".join(sorted(catalog_env)),
+                )
+        self.env_vars = env
         super().execute(context)

@@ -32,7 +32,6 @@ DAGs.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import sys
@@ -44,7 +43,7 @@ from typing import Any
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
-from cdc_ingest.config import CatalogConfig, Config, PipelineConfig, load_config
+from cdc_ingest.config import Config, PipelineConfig, load_config
 from cdc_ingest.spark_session import job_jars, submit_conf
 
 from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
@@ -103,21 +102,18 @@ def application_path() -> Path:
     return path
 
 
-def submit_jars(catalog: CatalogConfig) -> str:
+def submit_jars() -> str:
     """Comma-separated jars for ``spark-submit --jars``; the ``cdc_ingest_jars`` template macro.
 
-    Args:
-        catalog: the pipelines file's catalog, whose database's JDBC driver must be among them.
-
     Raises:
-        EnvironmentProblem: naming the missing jar and its Debian package; raised while the task
-            renders its templates, so the task fails before spark-submit starts.
+        EnvironmentProblem: naming the missing artifacts and how to resolve them; raised while
+            the task renders its templates, so the task fails before spark-submit starts.
     """
-    return ",".join(job_jars(catalog))
+    return ",".join(job_jars())
 
 
 def _spark_conf(config: Config) -> dict[str, str]:
-    return submit_conf(config.catalog, config.spark.conf)
+    return submit_conf(config.spark.conf)
 
 
 def _env_vars(jobs: Path) -> dict[str, str]:
@@ -267,7 +263,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         max_active_runs=1,
         default_args={"retries": pipeline.retries, "retry_delay": RETRY_DELAY},
         tags=[TAG, pipeline.format],
-        user_defined_macros={JARS_MACRO: functools.partial(submit_jars, config.catalog)},
+        user_defined_macros={JARS_MACRO: submit_jars},
         doc_md=_doc_md(config, pipeline, application),
         params=params(),
     ) as dag:
@@ -278,6 +274,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         apply = IngestSparkSubmitOperator(
             task_id=TASK_ID,
             aws_conn_id=pipeline.aws_conn_id,
+            catalog=config.catalog,
             application=str(application),
             application_args=[
                 "run",

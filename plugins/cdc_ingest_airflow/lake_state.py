@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
+from cdc_ingest.catalog_properties import open_catalog
 from cdc_ingest.checkpoint_store import APPLIED, COMMITTED, DUPLICATE, PLANNED
 from cdc_ingest.config import Config, load_config
 from cdc_ingest.landing import list_landed
 from cdc_ingest.tables import BATCHES, CHECKPOINTS
 
-from cdc_ingest_airflow.aws_connection import pipeline_s3_access
+from cdc_ingest_airflow.aws_connection import catalog_environment, pipeline_s3_access
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +32,10 @@ def _pipeline_rows(
     config: Config, namespace: str, table: str, pipeline: str, fields: tuple[str, ...]
 ) -> list[dict[str, Any]] | None:
     """A pipeline's rows of a system table; None if the table does not exist yet."""
-    from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-    catalog = SqlCatalog(
-        config.catalog.name, uri=config.catalog.uri, warehouse=config.catalog.warehouse
-    )
+    environ = {**os.environ, **catalog_environment(config.catalog)}
+    catalog = open_catalog(config.catalog, environ=environ)
     try:
         loaded = catalog.load_table((namespace, table))
     except (NoSuchTableError, NoSuchNamespaceError):

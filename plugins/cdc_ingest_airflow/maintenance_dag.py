@@ -15,15 +15,14 @@ this DAG imports no pyspark.
 
 from __future__ import annotations
 
-import functools
 from datetime import timedelta
 from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
 from cdc_ingest.config import Config, PipelineConfig
 from cdc_ingest.maintenance_config import format_duration
 
+from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
 from cdc_ingest_airflow.dag_factory import (
     JARS_MACRO,
     START_DATE,
@@ -74,7 +73,7 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         max_active_runs=1,
         default_args={"retries": pipeline.retries, "retry_delay": RETRY_DELAY},
         tags=[TAG, MAINTENANCE_TAG],
-        user_defined_macros={JARS_MACRO: functools.partial(submit_jars, config.catalog)},
+        user_defined_macros={JARS_MACRO: submit_jars},
         doc_md=(
             f"Runs `rewrite_data_files`, `rewrite_position_delete_files`, `expire_snapshots` "
             f"(keeping {_retain(pipeline)}) and `remove_orphan_files` (older than "
@@ -83,8 +82,9 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             f"ingest waits for it, and it waits for ingest."
         ),
     ) as dag:
-        SparkSubmitOperator(
+        IngestSparkSubmitOperator(
             task_id=MAINTAIN_TASK_ID,
+            catalog=config.catalog,
             application=str(application),
             application_args=["maintain", "--config", config_path, "--pipeline", pipeline.name],
             conn_id=config.spark.conn_id,

@@ -12,15 +12,18 @@ pyiceberg is imported when :func:`gather` runs, never when the Airflow plugin is
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from cdc_ingest.catalog_properties import open_catalog, scrub, secret_values
 from cdc_ingest.config import CatalogConfig, PipelineConfig, load_config
 from cdc_ingest.landing import list_landed
 from cdc_ingest.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS
 
+from cdc_ingest_airflow.aws_connection import catalog_environment
 from cdc_ingest_airflow.lake_state import uncommitted
 from cdc_ingest_airflow.status_model import (
     BatchStatus,
@@ -108,22 +111,17 @@ def _message(exc: BaseException) -> str:
 
 def _open_catalog(catalog: CatalogConfig) -> tuple[Any | None, str | None]:
     """The pyiceberg catalog, or None and why not; never creates a catalog database."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
     if catalog.database == "sqlite":
         path = Path(unquote(urlparse(catalog.uri).path))
         if not path.is_file():
             return None, f"catalog database {path} does not exist (no batch has run yet?)"
+    environ = dict(os.environ)
     try:
-        opened = SqlCatalog(
-            catalog.name,
-            uri=catalog.sqlalchemy_url,
-            warehouse=catalog.warehouse,
-            init_catalog_tables="false",
-        )
+        environ.update(catalog_environment(catalog))
+        opened = open_catalog(catalog, create=False, environ=environ)
         opened.list_namespaces()
     except Exception as exc:
-        return None, _message(exc)
+        return None, scrub(_message(exc), secret_values(catalog, environ))
     return opened, None
 
 
