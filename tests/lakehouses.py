@@ -12,6 +12,7 @@ catalog's namespaces are shared by all its clients) and its own bucket prefix.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,6 +66,8 @@ def s3_server() -> Iterator[S3Server]:
     """A real S3 endpoint on loopback for the whole test process, with the warehouse bucket."""
     from moto.server import ThreadedMotoServer
 
+    # One log line per request would bury a failing test's report.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()

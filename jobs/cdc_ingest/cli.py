@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -126,6 +127,40 @@ def _boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
 
 
+def _engine_failure(config: Config, pipeline_name: str, exc: Exception) -> int:
+    """A failure of the catalog or of Spark as one line, secrets scrubbed; else re-raise.
+
+    The batch is planned before anything is written and every commit is checkpointed, so the
+    rerun that follows such a failure resumes the batch; the stack is for a developer, on
+    request (``CDC_INGEST_TRACEBACK=1``).
+    """
+    from cdc_ingest.catalog_properties import scrub, secret_values
+
+    line = _failure_line(exc)
+    if line is None:
+        raise exc
+    if os.environ.get("CDC_INGEST_TRACEBACK"):
+        traceback.print_exception(exc, file=sys.stderr)
+    secrets = secret_values(config.catalog)
+    return _fail(scrub(f"pipeline {pipeline_name}: catalog or engine failure: {line}", secrets))
+
+
+def _failure_line(exc: BaseException) -> str | None:
+    """The first line of a JVM-side failure (py4j, pyspark's captured exceptions), or of a
+    connection failure; None for anything else (a bug, to be seen with its traceback)."""
+    from py4j.protocol import Py4JError, Py4JJavaError
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    if isinstance(exc, Py4JJavaError):
+        text = str(exc.java_exception.toString())
+    elif isinstance(exc, (CapturedException, Py4JError, ConnectionError)):
+        text = f"{type(exc).__name__}: {exc}"
+    else:
+        return None
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
 def _fail(message: str) -> int:
     print(f"cdc-ingest: error: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -188,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"pipeline {pipeline.name}: {exc}")
     except SchemaChangeRefused as exc:
         return _fail(str(exc))
+    except Exception as exc:
+        return _engine_failure(config, pipeline.name, exc)
     print(summary.render(), flush=True)
     if args.json:
         print(summary.to_json(), flush=True)
@@ -204,6 +241,8 @@ def _maintain(config: Config, pipeline_name: str, as_json: bool) -> int:
         summary = maintain_pipeline(spark, config, pipeline_name)
     except (EnvironmentProblem, NamespaceLocked) as exc:
         return _fail(f"pipeline {pipeline_name}: {exc}")
+    except Exception as exc:
+        return _engine_failure(config, pipeline_name, exc)
     print(summary.render(), flush=True)
     if as_json:
         print(summary.to_json(), flush=True)
