@@ -7,6 +7,7 @@ from itertools import count
 
 import pytest
 from cdc_ingest.schema_evolution import SchemaChangeRefused
+from lakehouses import LAKEHOUSES
 
 TYPES = {"id": "INT", "v1": "VARCHAR(10)", "v2": "INT", "price": "DECIMAL(5,2)"}
 _es = count(1_700_000_000_000)
@@ -52,6 +53,7 @@ def columns(lake, table: str = "orders") -> list[str]:
     return [c for c in lake.table(table).columns if not c.startswith("_cdc_")]
 
 
+@pytest.mark.parametrize("lake", LAKEHOUSES, indirect=True)
 def test_statements_take_effect_exactly_at_their_position_in_one_batch(lake):
     lake.add_pipeline("shop", "canal-json")
     lines = [

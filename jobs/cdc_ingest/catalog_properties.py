@@ -64,7 +64,7 @@ def warehouse_s3_properties(access: S3Access) -> dict[str, str]:
     return found
 
 
-def _kind_properties(catalog: CatalogConfig) -> dict[str, str]:
+def _kind_properties(catalog: CatalogConfig, environ: Mapping[str, str]) -> dict[str, str]:
     props: dict[str, str] = {"type": catalog.type}
     if catalog.warehouse:
         props["warehouse"] = catalog.warehouse
@@ -81,7 +81,7 @@ def _kind_properties(catalog: CatalogConfig) -> dict[str, str]:
         props["uri"] = catalog.uri
     if catalog.warehouse.startswith(("s3://", "s3a://")):
         props["io-impl"] = S3_FILE_IO
-        props.update(warehouse_s3_properties(S3Access.from_env()))
+        props.update(warehouse_s3_properties(S3Access.from_env(environ)))
     return props
 
 
@@ -91,7 +91,7 @@ def iceberg_properties(
     """The catalog's properties in Iceberg's (Java) names: kind, pipelines file, environment."""
     environ = os.environ if environ is None else environ
     return {
-        **_kind_properties(catalog),
+        **_kind_properties(catalog, environ),
         **catalog.properties,
         **env_properties(catalog.name, environ),
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,9 +75,9 @@ class S3Access:
     source: str = "the standard AWS environment variables"
 
     @classmethod
-    def from_env(cls) -> S3Access:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> S3Access:
         """From the standard AWS variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...)."""
-        env = os.environ
+        env = os.environ if environ is None else environ
         return cls(
             endpoint=env.get("AWS_ENDPOINT_URL") or None,
             region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None,
