@@ -223,9 +223,9 @@ def test_pyiceberg_readers_see_a_rest_catalog_over_s3(lake):
 
 
 def _cli(config: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    application = str(REPO / "jobs" / "ingest_job.py")
     return subprocess.run(
-        [sys.executable, str(REPO / "jobs" / "ingest_job.py"), "run", "--config", str(config)]
-        + ["--pipeline", "accounts"],
+        [sys.executable, application, "run", "--config", str(config), "--pipeline", "accounts"],
         env=env,
         capture_output=True,
         text=True,
