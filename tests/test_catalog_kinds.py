@@ -191,7 +191,7 @@ def test_airflow_connections_become_catalog_properties_and_are_masked(monkeypatc
         "PYICEBERG_CATALOG__LAKE__JDBC__USER": "cdc",
         "PYICEBERG_CATALOG__LAKE__JDBC__PASSWORD": "pg-7",
     }
-    from airflow.sdk.log import redact
+    from airflow.sdk._shared.secrets_masker import redact
 
     assert "rest-secret-7" not in str(redact("credential client-7:rest-secret-7"))
     assert "warehouse-secret-7" not in str(redact("key warehouse-secret-7"))

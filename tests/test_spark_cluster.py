@@ -226,7 +226,9 @@ def test_a_worker_killed_mid_batch_and_the_rerun_converge_to_the_same_rows(
         deploy = Deployment(tmp_path, s3_server, stack)
         worker = deploy.cluster.start_worker()
         c = Changes("debezium-json")
-        people = [{"id": i, "owner": f"o{i}", "balance": i} for i in range(1, 41)]
+        people: list[dict[str, Any]] = [
+            {"id": i, "owner": f"o{i}", "balance": i} for i in range(1, 41)
+        ]
         for n in range(4):
             batch = people[n * 10 : (n + 1) * 10]
             deploy.land(f"{n:03}.json", [c.insert(p, 1000 + p["id"]) for p in batch])
