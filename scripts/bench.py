@@ -11,6 +11,9 @@ Parquet's writers); later runs still share the 2 cores with the JIT compiler now
 target compares the best of the repeats, as benchmark harnesses do. The first-run ratio and the
 ratio of the medians are printed too, with the best pipeline run's phases and summary.
 
+Then ``--s3-runs`` (default 2) more pipeline runs write into an ``s3://`` warehouse on moto's S3
+server on loopback, and the best of them is printed next to the best ``file://`` run.
+
 Exit status: 0 whatever the ratio; 1 when the run summary does not add up (lines != messages +
 dead letters, lines != N, or per-table counts other than what the generator produced) in any run.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import shutil
@@ -27,7 +31,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "jobs") not in sys.path:
@@ -52,6 +56,7 @@ BASELINE_SCHEMA = (
 )
 FIRST = ("Ada", "Bo", "Chen", "Dana", "Emil", "Fang", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lin")
 LAST = ("Wang", "Li", "Zhang", "Liu", "Smith", "Garcia", "Novak", "Okafor", "Sato", "Kim")
+S3_BUCKET = "bench"
 CITIES = ("Hangzhou", "Beijing", "Shanghai", "Shenzhen", "Chengdu", "Singapore", "Frankfurt")
 
 
@@ -179,15 +184,32 @@ def baseline(spark: SparkSession, landing: Path) -> tuple[float, int]:
     return time.perf_counter() - start, sum(int(r["n"]) for r in rows)
 
 
-def write_config(run_dir: Path, landing: Path, catalog: str = "bench") -> Path:
-    """The pipelines file for the benchmark's catalog and pipeline."""
+def write_config(
+    run_dir: Path, landing: Path, catalog: str = "bench", s3_endpoint: str | None = None
+) -> Path:
+    """The pipelines file for the benchmark's catalog and pipeline.
+
+    With ``s3_endpoint``, the warehouse is ``s3://bench/<run dir>`` on that endpoint (the catalog
+    stays a SQLite file, so that only the warehouse differs between the runs compared).
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "bench.yaml"
+    warehouse = (run_dir / "warehouse").as_uri()
+    s3_properties = ""
+    if s3_endpoint is not None:
+        warehouse = f"s3://{S3_BUCKET}/{run_dir.name}"
+        s3_properties = (
+            "  properties:\n"
+            f"    s3.endpoint: {s3_endpoint}\n"
+            '    s3.path-style-access: "true"\n'
+            "    client.region: us-east-1\n"
+        )
     text = (
         "catalog:\n"
         f"  name: {catalog}\n"
         f"  uri: sqlite:///{run_dir / 'catalog.db'}\n"
-        f"  warehouse: {(run_dir / 'warehouse').as_uri()}\n"
+        f"  warehouse: {warehouse}\n"
+        f"{s3_properties}"
         "pipelines:\n"
         "  - name: bench\n"
         "    format: lindorm\n"
@@ -233,6 +255,59 @@ def check_summary(summary: RunSummary, expected: Expected, rows_in_table: int) -
     return problems
 
 
+@dataclass
+class S3Runs:
+    walls: list[float]
+    problems: list[str]
+
+
+def run_s3_warehouse(
+    spark: SparkSession,
+    run_pipeline: Any,
+    landing: Path,
+    run_dir: Path,
+    args: argparse.Namespace,
+    expected: Expected,
+) -> S3Runs:
+    """The same batch into an ``s3://`` warehouse on moto's S3 server (Iceberg's S3FileIO).
+
+    moto serves S3 from Python in this process: the times measure the path through S3FileIO
+    against a slow, local object store, not AWS.
+    """
+    result = S3Runs([], [])
+    if args.s3_runs < 1:
+        return result
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ[name] = "bench"
+    try:
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
+            Bucket=S3_BUCKET
+        )
+        n = expected.messages
+        for i in range(args.s3_runs):
+            name = f"bench_s3_{i}"
+            config = load_config(write_config(run_dir / f"s3run{i}", landing, name, endpoint))
+            start, cpu = time.perf_counter(), tree_cpu_seconds()
+            summary = run_pipeline(spark, config, "bench")
+            wall = time.perf_counter() - start
+            result.walls.append(wall)
+            cpu_s = tree_cpu_seconds() - cpu
+            print(f"s3:// warehouse run {i}: {rate(n, wall)}, CPU {cpu_s:.1f} s", flush=True)
+            rows = spark.table(f"{name}.bench.customers").count()
+            result.problems += [f"s3 run {i}: {p}" for p in check_summary(summary, expected, rows)]
+    finally:
+        server.stop()
+    return result
+
+
 def rate(messages: int, seconds: float) -> str:
     """Seconds, messages/s and the 1-minute load average (other processes skew timings)."""
     load = os.getloadavg()[0]
@@ -247,6 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="generator seed")
     parser.add_argument(
         "--repeat", type=int, default=3, help="timed runs of each after the 1st (best one counts)"
+    )
+    parser.add_argument(
+        "--s3-runs",
+        type=int,
+        default=2,
+        help="pipeline runs into an s3:// warehouse on a loopback S3 server (moto), after the "
+        "file:// ones (0: none)",
     )
     args = parser.parse_args(argv)
     if args.repeat < 1:
@@ -312,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
             table = f"bench_{i}.bench.customers"
             rows = spark.table(table).count() if "customers" in summary.tables else -1
             problems += [f"run {i}: {p}" for p in check_summary(summary, expected, rows)]
+        s3_runs = run_s3_warehouse(spark, job_module.run_pipeline, landing, run_dir, args, expected)
+        problems += s3_runs.problems
     finally:
         spark.stop()
 
@@ -330,6 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"target <= {TARGET_RATIO:.1f}x: {'PASS' if ratio <= TARGET_RATIO else 'FAIL'}")
     print("phases of the best pipeline run (wall time):")
     print("\n".join(render_phases(best[3])))
+    if s3_runs.walls:
+        print(
+            f"s3:// warehouse (moto on loopback) vs file://, best runs: {min(s3_runs.walls):.2f} s "
+            f"vs {best[0]:.2f} s ({min(s3_runs.walls) / best[0]:.2f}x)"
+        )
     summary = best[2]
     print(summary.render())
     if problems:
