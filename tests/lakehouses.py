@@ -52,6 +52,11 @@ class S3Server:
             aws_secret_access_key=S3_SECRET,
         )
 
+    def ensure_bucket(self, bucket: str) -> None:
+        client = self.client()
+        if bucket not in [b["Name"] for b in client.list_buckets().get("Buckets", [])]:
+            client.create_bucket(Bucket=bucket)
+
     def file_io_properties(self) -> dict[str, str]:
         """S3FileIO settings for this endpoint, in Iceberg's names (keys: the AWS variables)."""
         return {
@@ -72,7 +77,7 @@ def s3_server() -> Iterator[S3Server]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     s3 = S3Server(f"http://127.0.0.1:{port}")
-    s3.client().create_bucket(Bucket=WAREHOUSE_BUCKET)
+    s3.ensure_bucket(WAREHOUSE_BUCKET)
     yield s3
     server.stop()
 
@@ -84,6 +89,8 @@ def rest_s3_catalog(
     file's ``catalog`` section that reaches it; the server stops when ``stack`` closes."""
     from rest_catalog_server import rest_catalog_server
 
+    # Other tests of this process reset moto's shared backend (tests/test_s3_connection.py).
+    s3.ensure_bucket(WAREHOUSE_BUCKET)
     warehouse = f"s3://{WAREHOUSE_BUCKET}/{root.name}"
     server = stack.enter_context(
         rest_catalog_server(

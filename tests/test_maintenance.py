@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from formats_under_test import FORMATS, TABLE, Changes
+from lakehouses import REST_S3
 
 CLI = str(Path(sys.executable).parent / "cdc-ingest")
 EXPECTED = [
@@ -47,14 +48,10 @@ def _ingest_four_batches(lake) -> Changes:
 
 
 def _pyiceberg_table(lake, name: str):
-    from pyiceberg.catalog.sql import SqlCatalog
+    from cdc_ingest.catalog_properties import open_catalog
+    from cdc_ingest.config import load_config
 
-    catalog = SqlCatalog(
-        lake.catalog,
-        uri=f"sqlite:///{lake.root / 'catalog.db'}",
-        warehouse=(lake.root / "warehouse").as_uri(),
-    )
-    return catalog.load_table(f"ods.{name}")
+    return open_catalog(load_config(lake.config_path).catalog).load_table(f"ods.{name}")
 
 
 def _files(table) -> tuple[int, int]:
@@ -253,3 +250,49 @@ def test_maintain_dag_spark_submits_the_maintenance_job(tmp_path: Path) -> None:
     assert _files(table) == (1, 0) and len(table.snapshots()) == 1
     rows = table.scan(selected_fields=("id", "balance")).to_arrow().to_pylist()
     assert rows == [{"id": 1, "balance": 10}]
+
+
+def _backdate_object(bucket: str, key: str, age: timedelta) -> None:
+    """Age an object on the test's S3 server, which runs in this process (moto); S3's API has
+    no way to set an object's LastModified."""
+    from datetime import UTC, datetime
+
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    stored = s3_backends[DEFAULT_ACCOUNT_ID]["global"].buckets[bucket].keys[key]
+    stored.last_modified = datetime.now(UTC).replace(tzinfo=None) - age
+
+
+@pytest.mark.parametrize("lake", [REST_S3], indirect=True)
+def test_maintain_on_a_rest_catalog_over_s3_compacts_and_removes_orphan_objects(lake, s3_server):
+    from cdc_ingest.config import load_config
+    from cdc_ingest.maintenance import maintain_pipeline
+
+    lake.add_pipeline(
+        "accounts",
+        "arcion",
+        maintenance={"retain_snapshots": 1, "orphan_older_than": "3d"},
+        **FORMATS["arcion"]["options"],
+    )
+    _ingest_four_batches(lake)
+    mirror = _pyiceberg_table(lake, TABLE)
+    data_before, deletes_before = _files(mirror)
+    assert data_before >= 4 and deletes_before >= 2, (data_before, deletes_before)
+    bucket, prefix = mirror.location().removeprefix("s3://").split("/", 1)
+    orphan, young = f"{prefix}/data/orphan-old.parquet", f"{prefix}/data/in-flight.parquet"
+    s3 = s3_server.client()
+    for key in (orphan, young):
+        s3.put_object(Bucket=bucket, Key=key, Body=b"left by a failed write")
+    _backdate_object(bucket, orphan, timedelta(days=4))
+
+    summary = maintain_pipeline(lake.spark, load_config(lake.config_path), "accounts")
+
+    maintained = {t.table: t for t in summary.tables}
+    assert maintained[TABLE].orphan_files_removed == 1
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
+    assert orphan not in keys and young in keys
+    mirror = _pyiceberg_table(lake, TABLE)
+    assert _files(mirror) == (1, 0) and len(mirror.snapshots()) == 1
+    rows = mirror.scan(selected_fields=("id", "balance")).to_arrow().to_pylist()
+    assert sorted(rows, key=lambda r: r["id"]) == EXPECTED

@@ -153,6 +153,14 @@ def _rewrite_position_deletes(
     return int(row["rewritten_delete_files_count"]) if row is not None else 0
 
 
+def _on_local_disk(spark: SparkSession, name: str) -> bool:
+    """Whether a table lives on a local or Hadoop filesystem (its location has no object store
+    scheme)."""
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    location = next((r["data_type"] for r in rows if r["col_name"] == "Location"), "")
+    return not str(location).startswith(("s3://", "s3a://", "s3n://", "gs://", "abfs"))
+
+
 def _maintain_table(
     spark: SparkSession, catalog: str, namespace: str, table: str, pipeline: PipelineConfig
 ) -> TableMaintenance:
@@ -179,9 +187,13 @@ def _maintain_table(
         f"CALL {catalog}.system.expire_snapshots(table => {target}, "
         f"older_than => {_timestamp(older_than)}, retain_last => {retain_last})"
     ).collect()
+    # Object stores have no directories for Hadoop to walk (and no s3:// Hadoop filesystem is on
+    # the classpath): list by prefix through the table's own FileIO there.
+    prefix_listing = "" if _on_local_disk(spark, name) else ", prefix_listing => true"
     orphans = spark.sql(
         f"CALL {catalog}.system.remove_orphan_files(table => {target}, "
-        f"older_than => {_timestamp(now - pipeline.maintenance.orphan_older_than)})"
+        f"older_than => {_timestamp(now - pipeline.maintenance.orphan_older_than)}"
+        f"{prefix_listing})"
     ).collect()
     result.orphan_files_removed = len(orphans)
     data_after, deletes_after, snapshots_after = _counts(spark, name)

@@ -95,6 +95,12 @@ def read_lines(spark: SparkSession, uris: list[str]) -> DataFrame:
 
 def _read_local(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
     """Local files through Spark's text source: no Python per line."""
+    return _read_hadoop(spark, files)
+
+
+def _read_hadoop(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
+    """Files of any Hadoop filesystem (``file://``; ``s3a://`` in scripts/bench_s3_landing.py)
+    through Spark's text source."""
     for key, setting in ONE_FILE_PER_PARTITION.items():
         spark.conf.set(key, setting)
     jvm = spark.sparkContext._jvm
@@ -102,11 +108,17 @@ def _read_local(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
     paths: list[str] = []
     file_index: list[Column] = []
     for idx, uri in files:
-        path = unquote(urlparse(uri).path)
+        parsed = urlparse(uri)
+        path = unquote(parsed.path)
         # The text source globs its paths; a landed name may hold glob characters.
-        paths.append("file://" + "".join("\\" + c if c in _GLOB_CHARACTERS else c for c in path))
-        # The scan's _metadata.file_path is the file's URI as Hadoop encodes it.
-        hadoop_uri = jvm.org.apache.hadoop.fs.Path(jvm.java.io.File(path).toURI()).toUri()
+        escaped = "".join("\\" + c if c in _GLOB_CHARACTERS else c for c in path)
+        if parsed.scheme in ("", "file"):
+            paths.append("file://" + escaped)
+            # The scan's _metadata.file_path is the file's URI as Hadoop encodes it.
+            hadoop_uri = jvm.org.apache.hadoop.fs.Path(jvm.java.io.File(path).toURI()).toUri()
+        else:
+            paths.append(f"{parsed.scheme}://{parsed.netloc}{escaped}")
+            hadoop_uri = jvm.org.apache.hadoop.fs.Path(uri).toUri()
         file_index += [F.lit(hadoop_uri.toString()), F.lit(idx)]
     text = spark.read.option("lineSep", "\n").text(paths)
     partition_base = F.spark_partition_id().cast("bigint") * (1 << _ROW_BITS)
