@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from cdc_ingest import reader
     from cdc_ingest.spark_session import session_conf
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import functions as F
 
     builder = SparkSession.builder.master("local[2]").appName("bench-s3-landing")
     for key, value in {
@@ -90,24 +91,36 @@ def main(argv: list[str] | None = None) -> int:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
 
-    def boto3_read() -> int:
-        return int(reader.read_lines(spark, uris).count())
+    def materialized(lines: DataFrame) -> tuple[int, int]:
+        # Every line's text is produced and measured, not only counted.
+        row = lines.agg(F.count("*"), F.sum(F.length("raw"))).first()
+        assert row is not None
+        return int(row[0]), int(row[1])
 
-    def s3a_read() -> int:
+    def boto3_read() -> tuple[int, int]:
+        return materialized(reader.read_lines(spark, uris))
+
+    def s3a_read() -> tuple[int, int]:
         s3a = [(i, "s3a" + uri[2:]) for i, uri in enumerate(uris)]
-        return int(reader._read_hadoop(spark, s3a).count())
+        return materialized(reader._read_hadoop(spark, s3a))
 
     best: dict[str, float] = {}
+    totals: set[tuple[int, int]] = set()
     try:
         for name, read in (("boto3", boto3_read), ("s3a", s3a_read)):
             for i in range(1 + args.repeat):
                 start, cpu = time.perf_counter(), tree_cpu_seconds()
-                lines = read()
+                lines, chars = read()
                 wall = time.perf_counter() - start
                 cpu = tree_cpu_seconds() - cpu
-                print(f"{name} run {i}: {wall:.2f} s, CPU {cpu:.1f} s, {lines:,} lines", flush=True)
-                if lines != expected.messages:
-                    print(f"{name}: {lines} lines, expected {expected.messages}", file=sys.stderr)
+                print(
+                    f"{name} run {i}: {wall:.2f} s, CPU {cpu:.1f} s, {lines:,} lines, "
+                    f"{chars:,} characters",
+                    flush=True,
+                )
+                totals.add((lines, chars))
+                if lines != expected.messages or len(totals) != 1:
+                    print(f"{name}: {lines} lines, {chars} characters: mismatch", file=sys.stderr)
                     return 1
                 if i:
                     best[name] = min(best.get(name, wall), wall)
