@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ from dag_fixtures import APPLICATION, DAG_FILE, REPO, dagbag
 
 @pytest.mark.usefixtures("clean_env")
 def test_one_dag_per_pipeline(config_file: Path) -> None:
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
 
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
     bag = dagbag()
@@ -42,7 +44,7 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
         assert dag.get_task("check_landing").downstream_task_ids == {"apply_batch"}
         assert dag.get_task("apply_batch").downstream_task_ids == {"batch_summary"}
         task = dag.get_task("apply_batch")
-        assert isinstance(task, SparkSubmitOperator)
+        assert isinstance(task, IngestSparkSubmitOperator)
         assert task.retries == retries
         assert task.retry_delay.total_seconds() > 0
         assert task.application == str(APPLICATION)
@@ -86,7 +88,7 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
 
 @pytest.mark.usefixtures("clean_env")
 def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
 
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
     bag = dagbag()
@@ -104,7 +106,7 @@ def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
         assert set(dag.tags) == {"cdc-ingest", "maintenance"}
         assert dag.task_ids == ["maintain_tables"]
         task = dag.get_task("maintain_tables")
-        assert isinstance(task, SparkSubmitOperator)
+        assert isinstance(task, IngestSparkSubmitOperator)
         assert task.retries == retries
         assert task.retry_delay.total_seconds() > 0
         assert task.application == str(APPLICATION)
@@ -269,3 +271,39 @@ def test_aws_connection_is_not_looked_up_while_parsing(tmp_path: Path) -> None:
     assert task.aws_conn_id == "not_defined_anywhere"
     assert task.env_vars is not None
     assert not any(k.startswith("AWS_") for k in task.env_vars)
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_catalog_connections_are_not_looked_up_while_parsing(tmp_path: Path) -> None:
+    from cdc_ingest_airflow.aws_connection import CatalogConnectionError, IngestSparkSubmitOperator
+
+    config = tmp_path / "rest.yaml"
+    config.write_text(
+        "catalog: {type: rest, uri: 'http://127.0.0.1:9/catalog', warehouse: 's3://b/w',\n"
+        "          conn_id: no_such_catalog_conn, aws_conn_id: no_such_aws_conn}\n"
+        "pipelines:\n  - {name: restp, format: lindorm, landing: 'file:///l', namespace: ods}\n",
+        encoding="utf-8",
+    )
+    os.environ["CDC_INGEST_CONFIG"] = str(config)
+    bag = dagbag()
+
+    # Neither connection exists: parsing must not notice; the tasks resolve them when they run.
+    assert bag.import_errors == {}
+    for dag_id, task_id in (("ingest_restp", "apply_batch"), ("maintain_restp", "maintain_tables")):
+        task = bag.dags[dag_id].get_task(task_id)
+        assert isinstance(task, IngestSparkSubmitOperator)
+        assert task.catalog is not None and task.catalog.conn_id == "no_such_catalog_conn"
+        assert task.env_vars is not None
+        assert not any(k.startswith("PYICEBERG_") for k in task.env_vars)
+    from cdc_ingest_airflow.aws_connection import catalog_environment
+
+    with pytest.raises(
+        CatalogConnectionError, match=re.escape("'no_such_aws_conn' (catalog.aws_conn_id)")
+    ):
+        catalog_environment(task.catalog)
+    assert task.catalog is not None
+    without_aws = dataclasses.replace(task.catalog, aws_conn_id=None)
+    with pytest.raises(
+        CatalogConnectionError, match=re.escape("'no_such_catalog_conn' (catalog.conn_id)")
+    ):
+        catalog_environment(without_aws)

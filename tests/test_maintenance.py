@@ -257,7 +257,7 @@ def _backdate_object(bucket: str, key: str, age: timedelta) -> None:
     no way to set an object's LastModified."""
     from datetime import UTC, datetime
 
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.s3.models import s3_backends
 
     stored = s3_backends[DEFAULT_ACCOUNT_ID]["global"].buckets[bucket].keys[key]

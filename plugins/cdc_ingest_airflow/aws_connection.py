@@ -41,7 +41,7 @@ def _connection(conn_id: str, role: str) -> Any:
         raise CatalogConnectionError(f"Airflow connection {conn_id!r} ({role}): {exc}") from exc
 
 
-def s3_access_from_connection(conn_id: str) -> S3Access:
+def s3_access_from_connection(conn_id: str, role: str = "aws_conn_id") -> S3Access:
     """The S3 settings of Airflow connection ``conn_id``; call only while a task runs.
 
     Raises:
@@ -53,7 +53,7 @@ def s3_access_from_connection(conn_id: str) -> S3Access:
     try:
         conn = BaseHook.get_connection(conn_id)
     except Exception as exc:
-        raise LandingError(f"Airflow connection {conn_id!r} (aws_conn_id): {exc}") from exc
+        raise LandingError(f"Airflow connection {conn_id!r} ({role}): {exc}") from exc
     extra: dict[str, Any] = conn.extra_dejson or {}
     secret = conn.password or extra.get("aws_secret_access_key")
     token = extra.get("aws_session_token")
@@ -95,14 +95,18 @@ def catalog_connection_properties(catalog: CatalogConfig) -> dict[str, str]:
     Every secret is registered with Airflow's masker before anything can log it.
 
     Raises:
-        CatalogConnectionError: a connection is not defined.
-        LandingError: the AWS connection names an unknown addressing style.
+        CatalogConnectionError: a connection is not defined (or the AWS one names an unknown
+            addressing style).
     """
     from airflow.sdk.log import mask_secret
 
     props: dict[str, str] = {}
     if catalog.aws_conn_id is not None:
-        props.update(warehouse_s3_properties(s3_access_from_connection(catalog.aws_conn_id)))
+        try:
+            access = s3_access_from_connection(catalog.aws_conn_id, "catalog.aws_conn_id")
+        except LandingError as exc:
+            raise CatalogConnectionError(str(exc)) from exc
+        props.update(warehouse_s3_properties(access))
     if catalog.conn_id is not None:
         conn = _connection(catalog.conn_id, "catalog.conn_id")
         extra: dict[str, Any] = conn.extra_dejson or {}
