@@ -272,3 +272,39 @@ def test_rest_credential_never_printed_by_a_run_that_succeeds_or_fails(
     assert "Traceback" not in failed.stderr
     for run in (ok, failed):
         assert secret not in run.stdout + run.stderr
+
+
+@pytest.mark.slow
+def test_an_unreachable_postgresql_catalog_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import os
+
+    from lakehouses import free_port
+
+    secret = "pg-password-never-printed-77"
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    c = Changes("debezium-json")
+    (landing / "001.json").write_text(c.insert({"id": 1, "owner": "a", "balance": 5}, 1) + "\n")
+    catalog = {
+        "name": "lake",
+        # Nothing listens on this port.
+        "uri": f"postgresql://cdc:{secret}@127.0.0.1:{free_port()}/iceberg",
+        "warehouse": (tmp_path / "warehouse").as_uri(),
+    }
+    pipeline = {
+        "name": "accounts",
+        "format": "debezium-json",
+        "landing": landing.as_uri(),
+        "namespace": "ods",
+        **FORMATS["debezium-json"]["options"],
+    }
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(yaml.safe_dump({"catalog": catalog, "pipelines": [pipeline]}))
+
+    failed = _cli(config, {**os.environ, "PYTHONPATH": str(REPO / "jobs")})
+
+    assert failed.returncode == 2, failed.stderr[-3000:]
+    ours = [line for line in failed.stderr.splitlines() if line.startswith("cdc-ingest:")]
+    assert len(ours) == 1 and "catalog or engine failure: OperationalError" in ours[0], ours
+    assert "Traceback" not in failed.stderr
+    assert secret not in failed.stdout + failed.stderr
