@@ -235,19 +235,24 @@ def _cli(config: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_rest_credential_never_printed_by_a_run_that_succeeds_or_fails(
-    tmp_path: Path, s3_server: S3Server
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("CREDENTIAL", "cdc-ingest:{secret}"), ("TOKEN", "{secret}")],
+    ids=["oauth2-client-credentials", "bearer-token"],
+)
+def test_rest_secret_never_printed_by_a_run_that_succeeds_or_fails(
+    tmp_path: Path, s3_server: S3Server, key: str, value: str
 ) -> None:
     import os
 
-    secret = "client-secret-never-printed-31b"
+    secret = "rest-secret-never-printed-31b"
     landing = tmp_path / "landing"
     landing.mkdir()
     c = Changes("debezium-json")
     (landing / "001.json").write_text(c.insert({"id": 1, "owner": "a", "balance": 5}, 1) + "\n")
     env = {
         **os.environ,
-        "PYICEBERG_CATALOG__LAKE__CREDENTIAL": f"cdc-ingest:{secret}",
+        f"PYICEBERG_CATALOG__LAKE__{key}": value.format(secret=secret),
         "PYTHONPATH": str(REPO / "jobs"),
     }
     config = tmp_path / "pipelines.yaml"
