@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from cdc_ingest.config import CatalogConfig, is_secret
+from cdc_ingest.catalog_config import CatalogConfig, is_secret
 from cdc_ingest.landing import S3Access
 
 ENV_PREFIX = "PYICEBERG_CATALOG__"

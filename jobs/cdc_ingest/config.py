@@ -10,10 +10,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
 
 import yaml
 
+from cdc_ingest.catalog_config import (
+    IDENTIFIER,
+    CatalogConfig,
+    CatalogConfigError,
+    is_secret,
+    parse_catalog,
+)
 from cdc_ingest.landed_time import LandedAt, LandedAtError, parse_landed_at
 from cdc_ingest.maintenance_config import (
     MaintenanceConfig,
@@ -22,7 +28,6 @@ from cdc_ingest.maintenance_config import (
 )
 
 PIPELINE_NAME = re.compile(r"^[a-z0-9_]+$")
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ENVELOPES = ("none", "kafka")
 TEMPLATE_FIELDS = ("db", "schema", "table", "namespace", "set")
 PIPELINE_KEYS = (
@@ -43,94 +48,11 @@ PIPELINE_KEYS = (
 SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 
 
+__all__ = ["CatalogConfig", "Config", "ConfigError", "PipelineConfig", "is_secret", "load_config"]
+
+
 class ConfigError(ValueError):
     """The pipelines file is missing, malformed, or names something that does not exist."""
-
-
-CATALOG_TYPES = ("jdbc", "rest", "glue", "hive")
-CATALOG_KEYS = ("name", "type", "uri", "warehouse", "properties", "conn_id", "aws_conn_id")
-# A catalog property whose key contains one of these holds a secret: never printed, never logged.
-SECRET_WORDS = ("password", "secret", "credential", "token", "session")
-_USERINFO = re.compile(r"^(postgresql(?:\+\w+)?://)(?:[^:@/]+(?::[^@/]*)?@)?(.+)$")
-
-
-def is_secret(key: str) -> bool:
-    """Whether catalog property ``key`` holds a secret."""
-    lowered = key.lower()
-    return any(word in lowered for word in SECRET_WORDS)
-
-
-@dataclass(frozen=True)
-class CatalogConfig:
-    """Where the Iceberg tables live: a catalog (JDBC, REST, Glue, Hive) and its warehouse.
-
-    Attributes:
-        name: the catalog's name in Spark and pyiceberg (JDBC catalogs store it in every row).
-        uri: ``sqlite:///...`` or ``postgresql://...`` (jdbc), ``http(s)://...`` (rest),
-            ``thrift://...`` (hive); glue needs none.
-        warehouse: ``file:///...`` or ``s3://bucket/prefix``; for rest, what the server expects.
-        type: the catalog's kind.
-        properties: Iceberg catalog properties for both engines (no secrets: see ``conn_id``).
-        conn_id: Airflow connection holding the catalog's secret (JDBC user and password; REST
-            client id and secret, or a token in its extra), resolved when a task runs.
-        aws_conn_id: Airflow AWS connection for an ``s3://`` warehouse (else the AWS variables).
-    """
-
-    name: str
-    uri: str
-    warehouse: str
-    type: str = "jdbc"
-    properties: dict[str, str] = field(default_factory=dict)
-    conn_id: str | None = None
-    aws_conn_id: str | None = None
-
-    @property
-    def database(self) -> str | None:
-        """A JDBC catalog's database kind (``sqlite`` or ``postgresql``); None for the others."""
-        if self.type != "jdbc":
-            return None
-        return "postgresql" if self.uri.startswith("postgresql") else "sqlite"
-
-    @property
-    def sqlalchemy_url(self) -> str:
-        """The catalog URI for pyiceberg's SqlCatalog (SQLAlchemy), driver named explicitly.
-
-        A bare ``postgresql://`` would make SQLAlchemy pick psycopg2 anyway; naming it keeps the
-        dependency (pyiceberg's ``sql-postgres`` extra) visible.
-        """
-        if self.uri.startswith("postgresql://"):
-            return "postgresql+psycopg2://" + self.uri[len("postgresql://") :]
-        return self.uri
-
-    def sqlalchemy_url_with(self, user: str | None, password: str | None) -> str:
-        """:attr:`sqlalchemy_url` with these credentials in place of any in the URI."""
-        url = self.sqlalchemy_url
-        match = _USERINFO.match(url)
-        if match is None or user is None:
-            return url
-        userinfo = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "")
-        return f"{match.group(1)}{userinfo}@{match.group(2)}"
-
-    @property
-    def jdbc_url(self) -> str:
-        """The catalog URI in the JDBC form Spark's Iceberg JdbcCatalog wants."""
-        if self.uri.startswith("sqlite:///"):
-            return "jdbc:sqlite:" + self.uri[len("sqlite:///") :]
-        match = re.match(r"^postgresql(?:\+\w+)?://(?:([^:@/]+)(?::([^@/]*))?@)?(.+)$", self.uri)
-        if match:
-            return "jdbc:postgresql://" + match.group(3)
-        raise ConfigError(
-            f"catalog.uri {self.uri!r}: only sqlite:/// and postgresql:// are supported"
-        )
-
-    @property
-    def jdbc_credentials(self) -> tuple[str | None, str | None]:
-        """User and password embedded in a PostgreSQL URI, if any."""
-        match = re.match(r"^postgresql(?:\+\w+)?://([^:@/]+)(?::([^@/]*))?@", self.uri)
-        if not match:
-            return None, None
-        password = match.group(2)
-        return unquote(match.group(1)), None if password is None else unquote(password)
 
 
 @dataclass(frozen=True)
@@ -328,7 +250,10 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping with 'catalog' and 'pipelines'")
-    catalog = _parse_catalog(raw.get("catalog"), path)
+    try:
+        catalog = parse_catalog(raw.get("catalog"), path)
+    except CatalogConfigError as exc:
+        raise ConfigError(str(exc)) from None
     pipelines_raw = raw.get("pipelines")
     if not isinstance(pipelines_raw, list) or not pipelines_raw:
         raise ConfigError(f"{path}: 'pipelines' must be a non-empty list")
@@ -346,59 +271,3 @@ def load_config(path: str | Path) -> Config:
         conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()},
     )
     return Config(path=path, catalog=catalog, pipelines=pipelines, spark=spark)
-
-
-def _optional_id(raw: dict[str, Any], key: str, where: str) -> str | None:
-    value = raw.get(key)
-    if value is not None and not (isinstance(value, str) and value.strip()):
-        raise ConfigError(f"{where}: {key} must be an Airflow connection id (a string)")
-    return value
-
-
-def _parse_catalog(raw: Any, path: Path) -> CatalogConfig:
-    where = f"{path}: catalog"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: missing 'catalog' mapping (uri, warehouse)")
-    unknown = sorted(str(k) for k in raw if k not in CATALOG_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r} (catalog keys: {', '.join(CATALOG_KEYS)})"
-        )
-    kind = str(raw.get("type", "jdbc"))
-    if kind not in CATALOG_TYPES:
-        raise ConfigError(f"{where}: type {kind!r} must be one of {', '.join(CATALOG_TYPES)}")
-    properties = raw.get("properties") or {}
-    if not isinstance(properties, dict):
-        raise ConfigError(f"{where}.properties: expected a mapping of Iceberg catalog properties")
-    secrets = sorted(str(k) for k in properties if is_secret(str(k)))
-    if secrets:
-        raise ConfigError(
-            f"{where}.properties: {secrets[0]!r} is a secret; give it through catalog.conn_id "
-            "or a PYICEBERG_CATALOG__<NAME>__<KEY> variable, never in the pipelines file"
-        )
-    uri_required = kind in ("jdbc", "rest", "hive")
-    catalog = CatalogConfig(
-        name=str(raw.get("name", "lake")),
-        uri=str(_require(raw, "uri", where) if uri_required else raw.get("uri") or ""),
-        warehouse=str(
-            _require(raw, "warehouse", where) if kind != "rest" else raw.get("warehouse") or ""
-        ),
-        type=kind,
-        properties={str(k): str(v) for k, v in properties.items()},
-        conn_id=_optional_id(raw, "conn_id", where),
-        aws_conn_id=_optional_id(raw, "aws_conn_id", where),
-    )
-    if not IDENTIFIER.match(catalog.name):
-        raise ConfigError(f"{path}: catalog.name {catalog.name!r} is not a valid identifier")
-    if kind == "jdbc":
-        try:
-            _ = catalog.jdbc_url
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-    # A REST server may name its warehouses; every other kind takes a location.
-    warehouse = catalog.warehouse
-    if kind != "rest" and warehouse and not warehouse.startswith(("file://", "s3://", "s3a://")):
-        raise ConfigError(
-            f"{where}: warehouse {catalog.warehouse!r} must be a file:// or s3:// URI"
-        )
-    return catalog
