@@ -101,7 +101,7 @@ def test_maintain_compacts_applies_deletes_expires_snapshots_and_removes_orphans
     assert maintained[TABLE].orphan_files_removed == 1
     assert maintained[TABLE].data_files == (data_before, 1)
     # Every position delete is applied: no scan reads one (above). The table's metadata may keep
-    # one that points at no live data file (see the README); all others are gone.
+    # one that points at no live data file (see docs/maintenance.md); all others are gone.
     assert maintained[TABLE].delete_files[0] == deletes_before
     assert maintained[TABLE].delete_files[1] <= 1
     rows = mirror.scan(selected_fields=("id", "balance")).to_arrow().to_pylist()
