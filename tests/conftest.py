@@ -16,7 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
-CONFORMANCE = REPO.parent / "shared" / "conformance"
+# Peer projects' CDC test data with expected results (Apache-2.0, see its README.txt and LICENSEs).
+CONFORMANCE = FIXTURES / "conformance"
 sys.path.insert(0, str(Path(__file__).parent))
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -1,11 +1,11 @@
-"""Canal JSON test data of Flink, SeaTunnel and RisingWave (shared/conformance), through the
+"""Canal JSON test data of Flink, SeaTunnel and RisingWave (tests/fixtures/conformance), through the
 whole job with ``canal-json``.
 
 Peers emit changelogs (+I/-U/+U/-D); cdc-ingest mirrors tables, so each expected changelog is
 replayed by key into the table it leaves behind and compared with the final Iceberg table (see
 canal_expectations.py; Paimon's cases are in test_paimon_canal_conformance.py). Inputs are the
 copies in tests/fixtures/canal-json (see its README.txt); expectations are read from
-shared/conformance/*/expected/.
+tests/fixtures/conformance/*/expected/.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from canal_expectations import (
 from conftest import CONFORMANCE, Lake
 
 pytestmark = pytest.mark.skipif(
-    not CONFORMANCE.is_dir(), reason="shared/conformance not beside the repository"
+    not CONFORMANCE.is_dir(), reason="tests/fixtures/conformance missing"
 )
 
 # --- Flink and SeaTunnel ------------------------------------------------------------------------

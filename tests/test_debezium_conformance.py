@@ -1,4 +1,4 @@
-"""Flink and SeaTunnel Debezium JSON test data (shared/conformance), through the whole job."""
+"""Flink and SeaTunnel Debezium JSON test data (tests/fixtures/conformance), through the job."""
 
 from __future__ import annotations
 
@@ -32,9 +32,7 @@ def final_table(changelog: list[dict]) -> list[dict]:
     return [rows[k] for k in sorted(rows)]
 
 
-@pytest.mark.skipif(
-    not FLINK_EXPECTED.is_dir(), reason="shared/conformance not beside the repository"
-)
+@pytest.mark.skipif(not FLINK_EXPECTED.is_dir(), reason="tests/fixtures/conformance missing")
 @pytest.mark.parametrize("case", CASES)
 def test_flink_debezium_changelog_final_state(lake, case):
     expected_doc = FLINK_EXPECTED / f"{case}.expected.json"
@@ -56,7 +54,7 @@ def test_flink_debezium_changelog_final_state(lake, case):
 def test_flink_debezium_one_message_per_batch_gives_the_same_table(lake):
     expected_doc = FLINK_EXPECTED / "debezium-data-schema-exclude.expected.json"
     if not expected_doc.is_file():
-        pytest.skip("shared/conformance not beside the repository")
+        pytest.skip("tests/fixtures/conformance missing")
     expected = final_table(json.loads(expected_doc.read_text())["changelog"])
     lake.add_pipeline("products", "debezium-json", keys={"products": ["id"]})
     lines = (DEBEZIUM / "debezium-data-schema-exclude.txt").read_text().splitlines()

@@ -17,7 +17,7 @@ from canal_expectations import expected, json_lines
 from conftest import CONFORMANCE, Lake
 
 pytestmark = pytest.mark.skipif(
-    not CONFORMANCE.is_dir(), reason="shared/conformance not beside the repository"
+    not CONFORMANCE.is_dir(), reason="tests/fixtures/conformance missing"
 )
 
 PAIMON = CONFORMANCE / "paimon"

@@ -1,7 +1,7 @@
 """Paimon's Canal table-sync cases (event, misc) through ``canal-json``.
 
 Paimon's expectations are end states: each is compared with the final Iceberg table. Inputs are the
-copies in tests/fixtures/canal-json/paimon; expectations are read from shared/conformance.
+copies in tests/fixtures/canal-json/paimon; expectations are read from tests/fixtures/conformance.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from canal_expectations import (
 from conftest import CONFORMANCE, Lake
 
 pytestmark = pytest.mark.skipif(
-    not CONFORMANCE.is_dir(), reason="shared/conformance not beside the repository"
+    not CONFORMANCE.is_dir(), reason="tests/fixtures/conformance missing"
 )
 
 # --- Paimon (KafkaCanalSyncTableActionITCase) --------------------------------------------------
@@ -144,7 +144,7 @@ MISC_XFAIL = {
     "canal-json mirrors the source columns only",
 }
 MISC_SKIP = {
-    "testAllTypes": "its expected rows are only in the Java test, which shared/conformance lacks",
+    "testAllTypes": "its expected rows are only in the Java test, not vendored here",
 }
 STEPWISE = "testDecimalNoChange"  # a batch per file: the second file declares another DECIMAL
 

@@ -13,7 +13,7 @@ from conftest import CONFORMANCE, FIXTURES, Lake
 from test_paimon_canal_conformance import assert_paimon_table, paimon_files
 
 pytestmark = pytest.mark.skipif(
-    not CONFORMANCE.is_dir(), reason="shared/conformance not beside the repository"
+    not CONFORMANCE.is_dir(), reason="tests/fixtures/conformance missing"
 )
 
 CASES = {
