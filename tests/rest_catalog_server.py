@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "jobs"))
 
 from cdc_ingest.jars import Artifact, jars_dir, resolve  # noqa: E402
+from lakehouses import free_port  # noqa: E402
 
 # The newest Iceberg release that publishes the REST fixture (1.12.0 does not); the REST protocol
 # is what the 1.12.0 client speaks to it.
@@ -53,12 +54,6 @@ START_TIMEOUT_S = 60.0
 def server_dir() -> Path:
     """Where the server's jars are resolved: beside the job's."""
     return jars_dir().parent / "rest-catalog-server"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -96,7 +91,7 @@ def rest_catalog_server(
     jars = server_dir()
     if not jars.is_dir():
         raise RuntimeError(f"{jars} missing: run `make install`")
-    port = _free_port()
+    port = free_port()
     config = {
         "uri": f"jdbc:sqlite:{root / 'rest-backend.db'}",
         "warehouse": warehouse,

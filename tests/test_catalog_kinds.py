@@ -12,6 +12,7 @@ import sys
 import textwrap
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -222,6 +223,24 @@ def test_pyiceberg_readers_see_a_rest_catalog_over_s3(lake):
     assert (landing / "001.json").is_file()
 
 
+def _one_landed_file(root: Path, catalog: dict[str, Any]) -> Path:
+    """A pipelines file for ``catalog`` whose pipeline ``accounts`` has one insert landed."""
+    landing = root / "landing"
+    landing.mkdir()
+    c = Changes("debezium-json")
+    (landing / "001.json").write_text(c.insert({"id": 1, "owner": "a", "balance": 5}, 1) + "\n")
+    pipeline = {
+        "name": "accounts",
+        "format": "debezium-json",
+        "landing": landing.as_uri(),
+        "namespace": "ods",
+        **FORMATS["debezium-json"]["options"],
+    }
+    config = root / "pipelines.yaml"
+    config.write_text(yaml.safe_dump({"catalog": catalog, "pipelines": [pipeline]}))
+    return config
+
+
 def _cli(config: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     application = str(REPO / "jobs" / "ingest_job.py")
     return subprocess.run(
@@ -246,26 +265,14 @@ def test_rest_secret_never_printed_by_a_run_that_succeeds_or_fails(
     import os
 
     secret = "rest-secret-never-printed-31b"
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    c = Changes("debezium-json")
-    (landing / "001.json").write_text(c.insert({"id": 1, "owner": "a", "balance": 5}, 1) + "\n")
     env = {
         **os.environ,
         f"PYICEBERG_CATALOG__LAKE__{key}": value.format(secret=secret),
         "PYTHONPATH": str(REPO / "jobs"),
     }
-    config = tmp_path / "pipelines.yaml"
     with ExitStack() as stack:
         catalog = rest_s3_catalog(tmp_path, "lake", s3_server, stack)
-        pipeline = {
-            "name": "accounts",
-            "format": "debezium-json",
-            "landing": landing.as_uri(),
-            "namespace": "ods",
-            **FORMATS["debezium-json"]["options"],
-        }
-        config.write_text(yaml.safe_dump({"catalog": catalog, "pipelines": [pipeline]}))
+        config = _one_landed_file(tmp_path, catalog)
         ok = _cli(config, env)
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert "inserted" in ok.stdout
@@ -286,25 +293,13 @@ def test_an_unreachable_postgresql_catalog_is_one_line_and_exit_2(tmp_path: Path
     from lakehouses import free_port
 
     secret = "pg-password-never-printed-77"
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    c = Changes("debezium-json")
-    (landing / "001.json").write_text(c.insert({"id": 1, "owner": "a", "balance": 5}, 1) + "\n")
     catalog = {
         "name": "lake",
         # Nothing listens on this port.
         "uri": f"postgresql://cdc:{secret}@127.0.0.1:{free_port()}/iceberg",
         "warehouse": (tmp_path / "warehouse").as_uri(),
     }
-    pipeline = {
-        "name": "accounts",
-        "format": "debezium-json",
-        "landing": landing.as_uri(),
-        "namespace": "ods",
-        **FORMATS["debezium-json"]["options"],
-    }
-    config = tmp_path / "pipelines.yaml"
-    config.write_text(yaml.safe_dump({"catalog": catalog, "pipelines": [pipeline]}))
+    config = _one_landed_file(tmp_path, catalog)
 
     failed = _cli(config, {**os.environ, "PYTHONPATH": str(REPO / "jobs")})
 
