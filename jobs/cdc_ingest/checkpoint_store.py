@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cdc_ingest.landing import LandedFile
+from cdc_ingest.landing import FileCheck, LandedFile
 from cdc_ingest.tables import CHECKPOINTS, SYSTEM_TABLES, qualified
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ class BatchPlan:
     duplicates: dict[str, str] = field(default_factory=dict)
     resumed: bool = False
     deferred: int = 0  # new files left for a later batch by ``max_files``
+    # Applied files listed with another size now: what was appended is not applied.
+    changed_after_applied: dict[str, str] = field(default_factory=dict)
     # A replay or rebuild: what it is (kept with each planned row) and, per file, the batch and
     # file index of its first application, which its changes keep as their landing position.
     replay: dict[str, Any] | None = None
@@ -155,6 +157,22 @@ class CheckpointStore:
             max_files: plan at most this many new files, the first in landing order; the rest
                 wait for later batches. A pending plan is resumed whole regardless.
         """
+        grown = {
+            landed.uri: (
+                f"applied with {state.applied[landed.uri][2]} bytes by batch "
+                f"{state.applied[landed.uri][0]}, {landed.size} bytes now"
+            )
+            for landed in listing
+            if landed.uri in state.applied
+            and state.applied[landed.uri][2] not in (None, landed.size)
+        }
+        plan = self._next(listing, state, max_files)
+        plan.changed_after_applied = grown
+        return plan
+
+    def _next(
+        self, listing: list[LandedFile], state: CheckpointState, max_files: int | None
+    ) -> BatchPlan:
         if state.pending is not None and state.pending_batch_id is not None:
             return BatchPlan(
                 state.pending_batch_id,
@@ -214,8 +232,12 @@ class CheckpointStore:
         offsets: list[tuple[int, str, int, int, int, int]],
         records_per_file: dict[int, int],
         summary_json: str,
+        left_out: dict[int, FileCheck] | None = None,
     ) -> None:
         """Seal the batch: applied files (with Kafka offset ranges), duplicates, and the summary.
+
+        A file the batch left out gets a row of its own status (``missing``, ``changed``) with
+        the reason in ``summary``: it is not seen, so a later batch plans it again if it lands.
 
         Args:
             plan: the batch.
@@ -223,13 +245,18 @@ class CheckpointStore:
                 topic partition, for ``envelope: kafka``.
             records_per_file: records read per file index.
             summary_json: the run summary.
+            left_out: planned files not read, by index.
         """
         rows: list[dict[str, Any]] = []
         applied = APPLIED if plan.replay is None else REPLAYED
         with_offsets = {o[0] for o in offsets}
+        left_out = left_out or {}
         for i, f in enumerate(plan.files):
             base = {"file": f.uri, "file_idx": i, "size": f.size, "fingerprint": f.fingerprint}
-            if i not in with_offsets:
+            if i in left_out:
+                check = left_out[i]
+                rows.append(self._row(plan.batch_id, check.status, summary=check.reason, **base))
+            elif i not in with_offsets:
                 rows.append(
                     self._row(plan.batch_id, applied, records=records_per_file.get(i, 0), **base)
                 )

@@ -21,7 +21,14 @@ from cdc_ingest.dead_letters import decode_error_samples, write_dead_letters
 from cdc_ingest.formats import load_decoder
 from cdc_ingest.inventory import Batch, FileStats, Inventory, cached_columns, take_inventory
 from cdc_ingest.landed_time import LandedRange
-from cdc_ingest.landing import list_landed
+from cdc_ingest.landing import (
+    MISSING,
+    FileCheck,
+    LandingError,
+    changed_while_read,
+    check_planned,
+    list_landed,
+)
 from cdc_ingest.reader import read_lines, to_records
 from cdc_ingest.replay import (
     ddl_events,
@@ -151,6 +158,7 @@ def run_pipeline(
         max_files=options.max_files,
         deferred_files=plan.deferred,
         started_at=clock.started.isoformat(),
+        changed_after_applied=plan.changed_after_applied,
     )
     if plan.empty:
         return clock.finish(summary)
@@ -166,6 +174,7 @@ def run_pipeline(
     # A replay's or rebuild's DDL is already in the history (its first application wrote it).
     records_ddl = commits and plan.replay is None
     stats = FileStats()
+    left_out: dict[int, FileCheck] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         planned: Future[None] | None = None
         if commits and not plan.resumed and plan.files:
@@ -175,7 +184,15 @@ def run_pipeline(
         if not plan.files:
             _maybe_die("after_plan")
         else:
-            landed = to_records(read_lines(spark, summary.files), pipeline.envelope)
+            # A resumed or replayed plan was listed by an earlier run: its files are hashed again.
+            left_out, seen = check_planned(
+                plan.files, rehash=plan.resumed or plan.replay is not None
+            )
+            for i, check in left_out.items():
+                kind = summary.missing_files if check.status == MISSING else summary.changed_files
+                kind[plan.files[i].uri] = check.reason
+            lines = read_lines(spark, plan.files, leave_out=left_out)
+            landed = to_records(lines, pipeline.envelope)
             records = landed
             if pipeline.envelope == "kafka":
                 records = mark_applied_offsets(records, spark, state.offset_ranges)
@@ -194,6 +211,14 @@ def run_pipeline(
             cached = cached_columns(resolved).localCheckpoint(eager=False)
             batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
             inventory = take_inventory(batch, summary, stats)
+            # The batch is in the local checkpoint now: a file that moved while it was read may
+            # be half old, half new. Nothing is applied; the rerun leaves it out.
+            moved = changed_while_read(seen, [i for i in range(len(seen)) if i not in left_out])
+            if moved:
+                raise LandingError(
+                    f"{len(moved)} landed files changed while they were read ({moved[0]}); "
+                    "nothing was applied: rerun, and the batch leaves them out"
+                )
             restrict(inventory, existing, plan, summary)
             clock.lap("decode")
             if planned is not None:
@@ -263,7 +288,7 @@ def run_pipeline(
     record_batch(spark, catalog, namespace, summary, options.run_id)
     if commits:
         _maybe_die("before_checkpoint")
-        store.record_committed(plan, offsets, stats.records, summary.to_json())
+        store.record_committed(plan, offsets, stats.records, summary.to_json(), left_out)
     return summary
 
 

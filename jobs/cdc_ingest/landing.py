@@ -191,17 +191,34 @@ def _list_s3(landing: str, access: S3Access) -> list[LandedFile]:
     return sorted(files, key=lambda f: f.uri)
 
 
-def read_bytes(uri: str, s3: S3Access | None = None) -> bytes:
-    """The decompressed content of one landed file (``s3``: how to reach S3, default the env)."""
+def read_bytes(uri: str, s3: S3Access | None = None, etag: str | None = None) -> bytes:
+    """The decompressed content of one landed file.
+
+    Args:
+        uri: the file.
+        s3: how to reach S3 (default: the environment).
+        etag: an S3 object is read only if it still has this ETag.
+
+    Raises:
+        LandingError: the file cannot be read, or the object no longer has ``etag``.
+        EOFError, gzip.BadGzipFile, zlib.error: a ``.gz`` file is truncated or corrupt.
+    """
     if uri.startswith("s3://"):
         parsed = urlparse(uri)
         access = s3 or S3Access.from_env()
+        conditions = {"IfMatch": etag} if etag else {}
         try:
-            body = s3_client(access).get_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))[
-                "Body"
-            ]
+            body = s3_client(access).get_object(
+                Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), **conditions
+            )["Body"]
             data: bytes = body.read()
         except Exception as exc:
+            status = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if status == "PreconditionFailed":
+                raise LandingError(
+                    f"landed file {uri} changed after it was listed: rerun, and the batch leaves "
+                    "it out (the next batch applies its new content)"
+                ) from exc
             raise LandingError(
                 f"landed file {uri} cannot be read with the credentials of {access.source}: {exc}"
             ) from exc
@@ -220,3 +237,94 @@ def iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
         line = line.rstrip(b"\r")
         if line.strip():
             yield number, line
+
+
+def _s3_head(uri: str, client: Any) -> tuple[int, str] | None:
+    """(size, ``etag:`` fingerprint) of an S3 object, or None when it no longer exists."""
+    parsed = urlparse(uri)
+    try:
+        head = client.head_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))
+    except Exception as exc:
+        status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 404:
+            return None
+        raise LandingError(f"landed file {uri} cannot be checked: {exc}") from exc
+    return int(head["ContentLength"]), "etag:" + str(head.get("ETag", "")).strip('"')
+
+
+MISSING, CHANGED = "missing", "changed"
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """Why a planned file is left out of its batch: ``missing`` or ``changed``, and the detail."""
+
+    status: str
+    reason: str
+
+
+def check_planned(
+    files: list[LandedFile], rehash: bool, s3: S3Access | None = None
+) -> tuple[dict[int, FileCheck], list[LandedFile]]:
+    """The planned files (by index) that are gone or no longer hold what was planned, and the
+    planned files with the modification time seen now (for :func:`changed_while_read`).
+
+    A local file is compared by size, then by content fingerprint when its modification time
+    differs from the listing's or ``rehash`` is set (a resumed plan, listed by an earlier run);
+    an S3 object by size and ETag (``rehash``: a resumed plan; a fresh plan's objects are read
+    with ``If-Match`` on the listed ETag instead).
+    """
+    found: dict[int, FileCheck] = {}
+    seen = list(files)
+    remote = [(i, f) for i, f in enumerate(files) if f.uri.startswith("s3://")]
+    for i, landed in enumerate(files):
+        if landed.uri.startswith("s3://"):
+            continue
+        path = _local_path(landed.uri)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            found[i] = FileCheck(MISSING, "deleted after it was planned")
+            continue
+        if stat.st_size != landed.size:
+            found[i] = FileCheck(
+                CHANGED, f"{landed.size} bytes when planned, {stat.st_size} bytes when read"
+            )
+        elif landed.fingerprint is not None and (rehash or stat.st_mtime != landed.modified):
+            now = _hash_local(path)
+            if now != landed.fingerprint:
+                found[i] = FileCheck(CHANGED, "same size, other content than when planned")
+        seen[i] = LandedFile(landed.uri, landed.size, landed.fingerprint, stat.st_mtime)
+    if remote and rehash:
+        from concurrent.futures import ThreadPoolExecutor
+
+        client = s3_client(s3)
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            heads = list(pool.map(lambda f: _s3_head(f[1].uri, client), remote))
+        for (i, landed), head in zip(remote, heads, strict=True):
+            if head is None:
+                found[i] = FileCheck(MISSING, "deleted after it was planned")
+            elif head[0] != landed.size or (landed.fingerprint not in (None, head[1])):
+                found[i] = FileCheck(
+                    CHANGED,
+                    f"{landed.size} bytes ({landed.fingerprint}) when planned, "
+                    f"{head[0]} bytes ({head[1]}) when read",
+                )
+    return found, seen
+
+
+def changed_while_read(files: list[LandedFile], read: list[int]) -> list[str]:
+    """Local files among ``read`` whose size or modification time moved since they were listed."""
+    changed: list[str] = []
+    for i in read:
+        landed = files[i]
+        if landed.uri.startswith("s3://") or landed.modified is None:
+            continue
+        try:
+            stat = _local_path(landed.uri).stat()
+        except FileNotFoundError:
+            changed.append(landed.uri)
+            continue
+        if stat.st_size != landed.size or stat.st_mtime != landed.modified:
+            changed.append(landed.uri)
+    return changed

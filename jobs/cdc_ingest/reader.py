@@ -1,23 +1,28 @@
 """Landed files to records: one row per Kafka record, with its file and line.
 
-Local files (plain or gzipped) are read by Spark's text source, one file per partition, so a line's
-number is its position inside the partition; S3 objects are read by Arrow-batched Python workers
-(``mapInArrow``, boto3 in the workers), one task per file. Both number lines from 1 counting blank
-lines, skip blank lines, split on "\n" only, drop a trailing "\r" and a leading UTF-8 BOM, and
-flag a line that is not valid UTF-8. Everything after that is Spark SQL.
+Plain local files are read by Spark's text source, one file per partition, so a line's number is
+its position inside the partition. Gzipped files and S3 objects are read by Arrow-batched Python
+workers (``mapInArrow``, boto3 in the workers), one task per file: a gzip stream that is truncated
+or corrupt becomes one error row for the whole file (line 0, none of its lines), where Spark's
+reader would fail the batch or, with ``ignoreCorruptFiles``, keep its first lines without a word.
+Both number lines from 1 counting blank lines, skip blank lines, split on "\n" only, drop a
+trailing "\r" and a leading UTF-8 BOM, and flag a line that is not valid UTF-8. Everything after
+that is Spark SQL.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+import gzip
+import zlib
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdc_ingest.landing import S3Access, iter_lines, read_bytes
+from cdc_ingest.landing import LandedFile, S3Access, iter_lines, read_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,15 +36,32 @@ KAFKA_ENVELOPE_SCHEMA = (
 ARROW_BATCH_LINES = 65536
 
 
+FILE_ERROR_LINE = 0  # the line number of an error row that stands for a whole file
+
+
 def _lines_batches(batches: Iterable[pa.RecordBatch], s3: S3Access) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
     for batch in batches:
-        columns = (batch.column(n).to_pylist() for n in ("file_idx", "uri"))
-        for file_idx, uri in zip(*columns, strict=True):
+        columns = (batch.column(n).to_pylist() for n in ("file_idx", "uri", "etag"))
+        for file_idx, uri, etag in zip(*columns, strict=True):
             # An unreadable file fails the run (and the run is retried) rather than being marked
-            # applied with nothing read from it.
-            data = read_bytes(uri, s3)
+            # applied with nothing read from it; a corrupt gzip stream is the file's own fault.
+            try:
+                data = read_bytes(uri, s3, etag)
+            except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+                yield pa.RecordBatch.from_pydict(
+                    {
+                        "_cdc_file_idx": pa.array([file_idx], pa.int32()),
+                        "_cdc_line": pa.array([FILE_ERROR_LINE], pa.int64()),
+                        "raw": pa.array([None], pa.string()),
+                        "read_error": pa.array(
+                            [f"file is not a readable gzip stream, none of its lines read: {exc}"],
+                            pa.string(),
+                        ),
+                    }
+                )
+                continue
             numbered = list(iter_lines(data))
             for start in range(0, len(numbered), ARROW_BATCH_LINES):
                 chunk = numbered[start : start + ARROW_BATCH_LINES]
@@ -81,21 +103,33 @@ _BLANK = " \t\n\r\x0b\x0c"
 _GLOB_CHARACTERS = "\\[]{}*?"
 
 
-def read_lines(spark: SparkSession, uris: list[str]) -> DataFrame:
-    """Every non-blank line of the given files, with ``_cdc_file_idx`` (index in ``uris``)."""
-    local = [(i, uri) for i, uri in enumerate(uris) if not uri.startswith("s3://")]
-    remote = [(i, uri) for i, uri in enumerate(uris) if uri.startswith("s3://")]
+def read_lines(
+    spark: SparkSession, files: Sequence[str | LandedFile], leave_out: Collection[int] = ()
+) -> DataFrame:
+    """Every non-blank line of the given files, with ``_cdc_file_idx`` (index in ``files``).
+
+    Args:
+        spark: the session.
+        files: URIs, or landed files (an S3 object with an ``etag:`` fingerprint is read only if
+            it still has that ETag: a changed object fails the read).
+        leave_out: indexes of files not to read.
+    """
+    landed = [f if isinstance(f, LandedFile) else LandedFile(f, 0) for f in files]
+    chosen = [(i, f) for i, f in enumerate(landed) if i not in leave_out]
+    by_spark = [(i, f.uri) for i, f in chosen if not _python_read(f.uri)]
+    by_python = [(i, f) for i, f in chosen if _python_read(f.uri)]
     parts: list[DataFrame] = []
-    if local:
-        parts.append(_read_local(spark, local))
-    if remote:
-        parts.append(_read_s3(spark, remote))
+    if by_spark:
+        parts.append(_read_hadoop(spark, by_spark))
+    if by_python:
+        parts.append(_read_python(spark, by_python))
+    if not parts:
+        return spark.createDataFrame([], LINES_SCHEMA)
     return functools.reduce(DataFrame.unionByName, parts)
 
 
-def _read_local(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
-    """Local files through Spark's text source: no Python per line."""
-    return _read_hadoop(spark, files)
+def _python_read(uri: str) -> bool:
+    return uri.startswith("s3://") or uri.lower().endswith(".gz")
 
 
 def _read_hadoop(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
@@ -156,8 +190,8 @@ def _read_hadoop(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame
     )
 
 
-def _read_s3(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
-    """S3 objects through Arrow-batched Python workers with boto3, one task per object."""
+def _read_python(spark: SparkSession, files: list[tuple[int, LandedFile]]) -> DataFrame:
+    """Gzipped files and S3 objects through Arrow-batched Python workers, one task per file."""
     # The driver's S3 endpoint and credentials travel inside the task's function (not in the plan's
     # rows or on a command line): executors may not share the driver's environment.
     s3 = S3Access.from_env()
@@ -165,10 +199,19 @@ def _read_s3(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
     def lines_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _lines_batches(batches, s3)
 
+    rows = [
+        (i, f.uri, _etag(f.fingerprint) if f.uri.startswith("s3://") else None) for i, f in files
+    ]
     plan = spark.createDataFrame(
-        spark.sparkContext.parallelize(files, len(files)), "file_idx int, uri string"
+        spark.sparkContext.parallelize(rows, len(rows)), "file_idx int, uri string, etag string"
     )
     return plan.mapInArrow(lines_batches, LINES_SCHEMA)
+
+
+def _etag(fingerprint: str | None) -> str | None:
+    if fingerprint is None or not fingerprint.startswith("etag:"):
+        return None
+    return '"' + fingerprint.removeprefix("etag:") + '"'
 
 
 def to_records(lines: DataFrame, envelope: str) -> DataFrame:

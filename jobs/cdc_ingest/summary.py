@@ -49,6 +49,13 @@ class RunSummary:
     resumed: bool = False
     files: list[str] = field(default_factory=list)
     duplicate_files: dict[str, str] = field(default_factory=dict)
+    # Planned files left out of the batch, with why: deleted before they were read (``missing``),
+    # or holding other bytes than when planned (``changed``: the next batch plans them again).
+    missing_files: dict[str, str] = field(default_factory=dict)
+    changed_files: dict[str, str] = field(default_factory=dict)
+    # Files applied by an earlier batch whose size differs now (lines appended after they were
+    # applied are not applied: land them in a new file).
+    changed_after_applied: dict[str, str] = field(default_factory=dict)
     lines: int = 0
     records: int = 0  # = lines, except for multi-row messages
     messages: int = 0  # records decoded without error (applied, skipped or changing no row)
@@ -109,7 +116,12 @@ class RunSummary:
     def render(self) -> str:
         """Human-readable summary for the CLI and the Airflow task log."""
         if self.batch_id is None:
-            return f"pipeline {self.pipeline}: nothing new to apply"
+            nothing = f"pipeline {self.pipeline}: nothing new to apply"
+            changed = [f"  {u}: {why}" for u, why in sorted(self.changed_after_applied.items())]
+            if changed:
+                head = f"  {len(changed)} files changed after they were applied (not applied):"
+                return "\n".join([nothing, head, *changed])
+            return nothing
         resumed = " (resumed)" if self.resumed else ""
         records = f" ({self.records} records)" if self.records != self.lines else ""
         head = (
@@ -136,6 +148,20 @@ class RunSummary:
         if self.freshness_ms is not None:
             fresh = datetime.fromtimestamp(self.freshness_ms / 1000, UTC)
             lines.append(f"  freshness: source events up to {fresh.isoformat()}")
+        for title, files in (
+            ("left out, deleted after they were planned", self.missing_files),
+            (
+                "left out, changed after they were planned (planned again next run)",
+                self.changed_files,
+            ),
+            (
+                "changed after they were applied (the change is not applied)",
+                self.changed_after_applied,
+            ),
+        ):
+            if files:
+                lines.append(f"  {len(files)} files {title}:")
+                lines += [f"    {uri}: {why}" for uri, why in sorted(files.items())]
         if self.duplicate_files:
             lines.append(f"  skipped {len(self.duplicate_files)} duplicate files:")
             lines += [
