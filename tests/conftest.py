@@ -106,12 +106,16 @@ class Lake:
             )
         return path
 
-    def run(self, pipeline: str) -> Any:
-        """Run one micro-batch in-process on the shared session."""
+    def run(self, pipeline: str, **options: Any) -> Any:
+        """Run one micro-batch in-process on the shared session (``options``: RunOptions)."""
         from cdc_ingest.config import load_config
-        from cdc_ingest.job import run_pipeline
+        from cdc_ingest.job import RunOptions, run_pipeline
 
-        return run_pipeline(self.spark, load_config(self.config_path), pipeline)
+        config = load_config(self.config_path)
+        summary = run_pipeline(self.spark, config, pipeline, RunOptions(**options))
+        # Every run of the suite checks that each record's fate is counted exactly once.
+        assert summary.unaccounted() == [], summary.render()
+        return summary
 
     def table(self, name: str, namespace: str = "ods") -> Any:
         from cdc_ingest.config import load_config
@@ -119,8 +123,9 @@ class Lake:
 
         # Runs in a subprocess leave this session without the test's catalog registered.
         configure_catalog(self.spark, load_config(self.config_path).catalog)
-        self.spark.sql(f"REFRESH TABLE {self.catalog}.{namespace}.{name}")
-        return self.spark.table(f"{self.catalog}.{namespace}.{name}")
+        identifier = f"{self.catalog}.{namespace}.`{name}`"
+        self.spark.sql(f"REFRESH TABLE {identifier}")
+        return self.spark.table(identifier)
 
     def rows(self, name: str, *columns: str, namespace: str = "ods") -> list[dict[str, Any]]:
         """Rows of a table as dicts without the ``_cdc_`` columns, sorted."""

@@ -142,3 +142,97 @@ def test_a_corrupt_gzip_file_is_one_dead_letter_and_the_other_files_apply(lake):
     )
     # The file is applied (as one dead letter): the pipeline does not stay stuck on it.
     assert lake.run("accounts").batch_id is None
+
+
+def _canal(table: str, data: dict[str, Any], es: int) -> dict[str, Any]:
+    return {
+        "data": [data],
+        "database": "shop",
+        "es": es,
+        "isDdl": False,
+        "mysqlType": {c: "INT" if c.lower() == "id" else "VARCHAR(20)" for c in data},
+        "old": None,
+        "pkNames": ["id"],
+        "sql": "",
+        "table": table,
+        "type": "INSERT",
+    }
+
+
+def test_a_table_name_too_long_for_the_catalog_is_dead_lettered_and_other_tables_apply(lake):
+    lake.add_pipeline("shop", "canal-json")
+    long_name = "t" * 300
+    lake.land(
+        "shop",
+        "001.json",
+        [_canal(long_name, {"id": 1, "v": "a"}, 1), _canal("orders", {"id": 1, "v": "b"}, 2)],
+    )
+
+    summary = lake.run("shop")
+
+    assert lake.rows("orders") == [{"id": 1, "v": "b"}]
+    assert (summary.messages, summary.dead_lettered) == (1, 1)
+    [letter] = lake.dead_letters()
+    assert letter["line"] == 1
+    assert letter["reason"] == (
+        f"target table name '{'t' * 40}...' is 300 bytes long; a table name may have at most 255"
+    )
+
+
+def test_columns_differing_only_in_case_are_dead_lettered_and_the_rest_applies(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [_canal("orders", {"id": 1, "v": "a"}, 1)])
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            _canal("orders", {"id": 2, "v": "b", "V": "B"}, 2),
+            _canal("orders", {"id": 3, "v": "c"}, 3),
+            _canal("items", {"id": 1, "name": "x", "NAME": "X"}, 4),
+            _canal("items", {"id": 2, "name": "y"}, 5),
+        ],
+    )
+
+    summary = lake.run("shop")
+
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}, {"id": 3, "v": "c"}]
+    assert lake.rows("items") == [{"id": 2, "name": "y"}]
+    assert (summary.tables["orders"].dead_lettered, summary.tables["items"].dead_lettered) == (1, 1)
+    reasons = [(r["line"], r["target_table"], r["reason"]) for r in lake.dead_letters()]
+    assert reasons == [
+        (
+            1,
+            "orders",
+            "column 'V' differs from column 'v' only in case (column names are compared "
+            "without case): the change is not applied",
+        ),
+        (
+            3,
+            "items",
+            "column 'NAME' differs from column 'name' only in case (column names are compared "
+            "without case): the change is not applied",
+        ),
+    ]
+
+
+def test_table_names_differing_in_case_share_one_mirror_and_unicode_letters_are_kept(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            _canal("Users", {"id": 1, "v": "a"}, 1),
+            _canal("users", {"id": 2, "v": "b"}, 2),
+            _canal("ünïcödé表", {"id": 3, "v": "c"}, 3),
+        ],
+    )
+
+    summary = lake.run("shop")
+
+    assert summary.merged_sources == {"users": ["shop.Users", "shop.users"]}
+    assert (
+        "users: changes of shop.Users, shop.users are applied to this one table" in summary.render()
+    )
+    assert lake.rows("users") == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    assert lake.rows("ünïcödé表") == [{"id": 3, "v": "c"}]

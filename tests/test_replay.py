@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdc_ingest.config import load_config
-from cdc_ingest.job import RunOptions, run_pipeline
 from cdc_ingest.landed_time import LandedRange
 from cdc_ingest.replay import ReplayRefused
 from formats_under_test import keyless_blob_insert
@@ -37,7 +35,7 @@ def land_on(lake: Any, name: str, day: int, lines: list[Any], pipeline: str = "s
 
 
 def run(lake: Any, pipeline: str = "shop", **options: Any) -> Any:
-    return run_pipeline(lake.spark, load_config(lake.config_path), pipeline, RunOptions(**options))
+    return lake.run(pipeline, **options)
 
 
 def replay(lake: Any, start: int | None, end: int | None, pipeline: str = "shop") -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from cdc_ingest.checkpoint_store import CheckpointStore
 from cdc_ingest.config import load_config
-from cdc_ingest.job import RunOptions, RunRefused, run_pipeline
+from cdc_ingest.job import RunRefused
 from cdc_ingest.landing import list_landed
 from formats_under_test import keyless_blob_insert
 
@@ -35,8 +35,7 @@ KEYS = {"keys": {"orders": ["id"], "customers": ["id"]}}
 
 
 def run(lake: Any, **options: Any) -> Any:
-    config = load_config(lake.config_path)
-    return run_pipeline(lake.spark, config, "shop", RunOptions(**options))
+    return lake.run("shop", **options)
 
 
 def batches(lake: Any) -> list[dict[str, Any]]:

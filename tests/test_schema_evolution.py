@@ -256,3 +256,63 @@ def test_a_dropped_source_table_is_kept_and_no_longer_changed_until_created_agai
     lake.run("shop")
     assert lake.rows("orders") == [{"id": 4, "v1": "new"}]
     assert [h[1] for h in history(lake)] == ["applied", "applied"]
+
+
+def test_a_statement_changes_the_table_it_names_not_the_table_its_message_is_filed_under(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [row("INSERT", {"id": 1, "v1": "a"}), row("INSERT", {"id": 1, "v1": "x"}, table="items")],
+    )
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            # Canal files a DDL under the table of the connection's last statement.
+            ddl("DROP TABLE items", table="orders", kind="ERASE"),
+            ddl("ALTER TABLE `Items2` ADD COLUMN v2 INT", table="orders"),
+            row("INSERT", {"id": 2, "v1": "b"}),
+            row("INSERT", {"id": 2, "v1": "y"}, table="items"),
+        ],
+    )
+
+    summary = lake.run("shop")
+
+    assert lake.rows("orders") == [{"id": 1, "v1": "a"}, {"id": 2, "v1": "b"}]
+    assert summary.tables["orders"].inserted == 1
+    assert summary.tables["items"].source_dropped == 1
+    assert lake.rows("items") == [{"id": 1, "v1": "x"}]
+    assert history(lake) == [
+        (
+            "items",
+            "applied",
+            "source table dropped: the mirror is kept and receives no more changes",
+        ),
+        ("items2", "no_change", "no such table in the mirror yet"),
+    ]
+
+
+def test_a_table_renamed_to_a_path_like_name_gets_the_name_rules_of_message_tables(lake):
+    lake.add_pipeline("shop", "canal-json", table="{db}_{table}")
+    lake.land("shop", "001.json", [row("INSERT", {"id": 1, "v1": "a"})])
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            ddl("RENAME TABLE orders TO `../Évil`", kind="RENAME"),
+            row("INSERT", {"id": 2, "v1": "b"}, table="../Évil"),
+        ],
+    )
+
+    lake.run("shop")
+
+    assert lake.rows("shop____évil") == [{"id": 1, "v1": "a"}, {"id": 2, "v1": "b"}]
+    tables = {
+        r["tableName"] for r in lake.spark.sql(f"SHOW TABLES IN {lake.catalog}.ods").collect()
+    }
+    assert "shop_orders" not in tables
+    assert (lake.root / "warehouse").exists()
+    assert not list(lake.root.glob("**/Évil*")) and not list(lake.root.glob("**/evil*"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, Window
@@ -54,6 +54,8 @@ class TargetTable:
     tombstones: str
     # The source dropped the table (DROP TABLE/ERASE): the mirror is kept and receives no changes.
     source_dropped: bool = False
+    # Column names of the batch that differ from a column only in case, with that column's name.
+    case_variants: dict[str, str] = field(default_factory=dict)
 
 
 def _raw(name: str, keys: tuple[str, ...]) -> Column:
@@ -72,6 +74,18 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
         typed = typed_value(raw, ctype)
         values.append(typed.alias(name))
         errors.append(column_error(name, raw, typed, ctype))
+    names = F.map_keys("image")
+    for variant, column in target.case_variants.items():
+        errors.insert(
+            0,
+            F.when(
+                F.array_contains(names, variant),
+                F.lit(
+                    f"column '{variant}' differs from column '{column}' only in case (column "
+                    "names are compared without case): the change is not applied"
+                ),
+            ),
+        )
     return changes.where(F.col("_cdc_target") == target.name).select(
         "_cdc_file_idx",
         "_cdc_line",

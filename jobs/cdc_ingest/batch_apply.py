@@ -97,9 +97,11 @@ def apply_all_tables(
     for name in ordered:
         base = inventory.tables.get(name) or TargetInventory(name)
         if only and name not in only:
+            summary.skipped_table_messages += inventory.rows.get(name, 0)
             continue
         if summary.only_tables and not _keyed(spark, batch, base):
             summary.skipped_tables[name] = "append-only: only a full run appends its rows"
+            summary.skipped_table_messages += inventory.rows.get(name, 0)
             continue
         if name in by_table:
             table_summary, errors = apply_with_ddl(ctx, name, by_table[name], changes, base)

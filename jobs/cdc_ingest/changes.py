@@ -24,10 +24,20 @@ if TYPE_CHECKING:
 DUPLICATE = "duplicate"  # kind of a Kafka record whose offset an earlier batch applied
 
 
-def identifier_part(column: Column) -> Column:
-    """A source name as an Iceberg identifier part: lower case, [a-z0-9_] only."""
-    return F.lower(F.regexp_replace(F.coalesce(column, F.lit("")), r"[^A-Za-z0-9_]", "_"))
+# Letters and digits of any script are kept (Iceberg and Spark take them in quoted names); every
+# other character (dots, slashes, quotes, spaces, punctuation) becomes "_". Names are lower-cased:
+# Spark's catalogs compare names without case.
+_NOT_NAME = r"[^\p{L}\p{N}_]"
 
+
+def identifier_part(column: Column) -> Column:
+    """A source name as an Iceberg identifier part: lower case, letters, digits and "_" only."""
+    return F.lower(F.regexp_replace(F.coalesce(column, F.lit("")), _NOT_NAME, "_"))
+
+
+# A table's name is a directory of its location: one path segment, at most 255 bytes on common
+# filesystems (and the JDBC catalog's name column holds 255 characters).
+MAX_TABLE_NAME_BYTES = 255
 
 # Template fields named after another source's terms: Aerospike's namespace and set.
 FIELD_ALIASES = {"namespace": "db", "set": "table"}
@@ -44,6 +54,20 @@ def target_name(template: str) -> Column:
             field = FIELD_ALIASES.get(placeholder, placeholder)
             parts.append(identifier_part(F.col(f"src_{field}")))
     return F.concat(*parts) if parts else F.lit("")
+
+
+def render_targets(
+    spark: SparkSession, template: str, sources: list[tuple[str | None, str | None, str | None]]
+) -> list[str]:
+    """:func:`target_name` of (db, schema, table) triples, by the same Spark expression.
+
+    For names that come from the driver (the table a DDL statement names): one tiny query keeps
+    them exactly the names the batch's rows get.
+    """
+    if not sources:
+        return []
+    frame = spark.createDataFrame(sources, "src_db string, src_schema string, src_table string")
+    return [r[0] for r in frame.select(target_name(template)).collect()]
 
 
 def configured_keys(pipeline: PipelineConfig) -> Column:
@@ -164,7 +188,17 @@ def resolve_changes(
     )
     is_change = F.col("kind").isin(UPSERT, DELETE)
     no_keys = keys.isNull() | (F.size(keys) == 0)
+    target = target_name(pipeline.table)
     key_error = F.when(
+        is_change & (F.octet_length(target) > MAX_TABLE_NAME_BYTES),
+        F.concat(
+            F.lit("target table name '"),
+            F.substring(target, 1, 40),
+            F.lit("...' is "),
+            F.octet_length(target).cast("string"),
+            F.lit(f" bytes long; a table name may have at most {MAX_TABLE_NAME_BYTES}"),
+        ),
+    ).when(
         is_change & no_keys & F.lit(not keyless_append_only),
         F.concat(
             F.lit("no key columns known for source table "),
@@ -188,7 +222,6 @@ def resolve_changes(
         F.col("_cdc_line").cast("bigint"),
         F.col("row_in_message").cast("bigint"),
     )
-    target = target_name(pipeline.table)
     if deletes_without_table:
         tableless = (F.col("kind") == DELETE) & F.col("src_table").isNull()
         target = F.when(~tableless, target)

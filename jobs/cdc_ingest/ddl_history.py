@@ -44,8 +44,12 @@ def record_ddl(
         return
     names = spark.createDataFrame(list(enumerate(files)), "_cdc_file_idx int, file string")
     outcomes = spark.createDataFrame(
-        [(e.file_idx, e.line, e.row, e.status or None, e.detail or None) for e in events or []],
-        "_cdc_file_idx int, _cdc_line bigint, row_in_message int, _status string, _detail string",
+        [
+            (e.file_idx, e.line, e.row, e.target or None, e.status or None, e.detail or None)
+            for e in events or []
+        ],
+        "_cdc_file_idx int, _cdc_line bigint, row_in_message int, _target string, "
+        "_status string, _detail string",
     )
     source = F.col("_cdc_source")
     rows = (
@@ -58,7 +62,10 @@ def record_ddl(
             "file",
             F.col("_cdc_line").alias("line"),
             F.when(source != "", source).alias("source_table"),
-            F.when(F.col("_cdc_target") != "", F.col("_cdc_target")).alias("target_table"),
+            # The table the statement names (see ``collect_ddl``), else the message's.
+            F.coalesce(
+                "_target", F.when(F.col("_cdc_target") != "", F.col("_cdc_target"))
+            ).alias("target_table"),
             "op",
             F.col("ddl").alias("statement"),
             F.timestamp_millis(F.col("event_ms")).alias("event_time"),

@@ -267,16 +267,21 @@ def _rename_tables(node: Any, statement: str, dialect: str) -> ParsedDdl | None:
     """``RENAME TABLE [db.]a TO [db.]b``, which sqlglot keeps as an opaque command."""
     if str(node.this).upper() != "RENAME" or node.expression is None:
         return None
-    words = [t.text for t in _sqlglot().tokenize(str(node.expression.this), read=dialect)]
-    upper = [w.upper() for w in words]
+    from sqlglot import TokenType
+
+    tokens = _sqlglot().tokenize(str(node.expression.this), read=dialect)
+    words = [t.text for t in tokens]
+    # A quoted name is never a keyword.
+    upper = [t.text.upper() if t.token_type != TokenType.IDENTIFIER else "" for t in tokens]
     if upper[:1] != ["TABLE"] or upper.count("TO") != 1 or "," in words:
         return None
     to = upper.index("TO")
-    old, new = "".join(words[1:to]), "".join(words[to + 1 :])
-    if not old or not new:
+    # A qualified name's last part is the table; a dot inside a quoted name is part of it.
+    old, new = tokens[1:to], tokens[to + 1 :]
+    if not old or not new or any(t.token_type == TokenType.DOT for t in new[-1:] + old[-1:]):
         return None
-    change = SchemaChange(RENAME_TABLE, new_name=new.split(".")[-1], detail="RENAME TABLE")
-    return ParsedDdl(statement, old.split(".")[-1], (change,))
+    change = SchemaChange(RENAME_TABLE, new_name=new[-1].text, detail="RENAME TABLE")
+    return ParsedDdl(statement, old[-1].text, (change,))
 
 
 def _parse_one(statement: str, dialect: str) -> ParsedDdl:

@@ -102,8 +102,8 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
         create_target(ctx.spark, identifier, change.columns, table_key, properties)
         ctx.existing.add(name)
         event.status, event.detail = APPLIED, f"created with key {list(table_key)}"
-    elif change.action == RENAME_TABLE and change.new_name:
-        new = change.new_name.lower()
+    elif change.action == RENAME_TABLE and event.renamed_to:
+        new = event.renamed_to
         if name not in ctx.existing or new in ctx.existing:
             event.status = UNCHANGED
             event.detail = f"cannot rename {name} to {new}: source missing or target exists"

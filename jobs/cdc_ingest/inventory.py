@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Row
@@ -90,6 +91,8 @@ def cached_columns(resolved: DataFrame) -> DataFrame:
         "_cdc_order",
         "_cdc_error",
         F.when(F.col("_cdc_error").isNotNull(), F.col("raw")).alias("raw"),
+        # A statement's table is named with the message's database and schema.
+        F.when(F.col("_cdc_kind") == DDL, F.array("src_db", "src_schema")).alias("_cdc_ddl_scope"),
         image_sample(),
     )
 
@@ -109,6 +112,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             F.when(is_change, F.col("_cdc_keys")).alias("keys"),
             F.when(is_change, F.map_keys("image")).alias("columns"),
             F.when(is_change, F.col("schema_hint")).alias("hint"),
+            F.when(is_change, F.col("_cdc_source")).alias("source"),
             (F.col("row_in_message") == 0).alias("first_row"),
         )
         .agg(
@@ -122,6 +126,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
     inventories: dict[str, TargetInventory] = {}
     rows: dict[str, int] = {}
     tableless, tableless_keys = 0, tuple[str, ...]()
+    sources: dict[str, set[str]] = {}
     for row in inventory_rows:
         stats.add(row)
         summary.records += row["count"]
@@ -145,10 +150,28 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
                 tableless_keys = tuple(row["keys"])
             continue
         rows[row["target"]] = rows.get(row["target"], 0) + row["count"]
+        sources.setdefault(row["target"], set()).add(row["source"] or "")
         inv = inventories.setdefault(row["target"], TargetInventory(row["target"]))
         inv.keys = inv.keys or tuple(row["keys"])
         inv.add_columns(list(row["columns"] or []))
         if row["hint"] is not None and row["hint"] not in inv.hints:
             inv.hints.append(row["hint"])
     summary.deletes_without_table = tableless
+    summary.merged_sources = _case_merges(sources)
     return Inventory(inventories, rows, tableless, tableless_keys)
+
+
+def _case_merges(sources: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Targets fed by source tables whose names differ only in case (or in characters the name
+    rules replace): ``Users`` and ``users`` are one mirror, which the summary says."""
+    merged: dict[str, list[str]] = {}
+    for target, names in sources.items():
+        if len(names) < 2:
+            continue
+        folded: dict[str, list[str]] = {}
+        for name in names:
+            folded.setdefault(re.sub(r"[^\w.]", "_", name.lower()), []).append(name)
+        clashes = sorted(n for group in folded.values() if len(group) > 1 for n in group)
+        if clashes:
+            merged[target] = clashes
+    return merged

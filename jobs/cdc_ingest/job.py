@@ -227,7 +227,7 @@ def run_pipeline(
             if commits:
                 drop_rebuilt(spark, catalog, namespace, plan, existing)
             dead: list[DataFrame] = []
-            events = collect_ddl(cached) if summary.ddl_recorded else []
+            events = collect_ddl(cached, pipeline.table) if summary.ddl_recorded else []
             if plan.replay is not None:
                 events = ddl_events(events, plan)
             save_ddl = functools.partial(

@@ -271,6 +271,7 @@ def restrict(
         if name not in existing:
             del inventory.tables[name]
             summary.skipped_tables[name] = NOT_CREATED
+            summary.skipped_table_messages += inventory.rows.get(name, 0)
 
 
 def ddl_events(events: list[DdlEvent], plan: BatchPlan) -> list[DdlEvent]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_ingest.changes import render_targets
 from cdc_ingest.ddl_parse import (
     ADD_COLUMN,
     CREATE_TABLE,
@@ -69,6 +70,7 @@ class DdlEvent:
     parsed: ParsedDdl
     status: str = ""
     detail: str = ""
+    renamed_to: str | None = None  # a RENAME TABLE's new name, as a target table name
 
     @property
     def position(self) -> tuple[int, int, int]:
@@ -83,29 +85,49 @@ class DdlEvent:
         )
 
 
-def collect_ddl(cached: DataFrame) -> list[DdlEvent]:
+def collect_ddl(cached: DataFrame, template: str) -> list[DdlEvent]:
     """The batch's DDL records in stream order, parsed.
+
+    The table a statement names decides which mirror it changes (named through the pipeline's
+    ``table`` template with the message's database and schema), not the table the message is
+    filed under: a Canal DDL message on ``t`` may carry ``DROP TABLE t2``. A statement naming no
+    table stays with the message's table.
 
     Args:
         cached: the cached batch.
+        template: the pipeline's ``table`` template.
     """
     rows = (
         cached.where(F.col("_cdc_error").isNull() & (F.col("_cdc_kind") == DDL))
-        .select("_cdc_file_idx", "_cdc_line", "row_in_message", "_cdc_target", "ddl")
+        .select(
+            "_cdc_file_idx", "_cdc_line", "row_in_message", "_cdc_target", "ddl", "_cdc_ddl_scope"
+        )
         .collect()
     )
-    events = []
-    for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+    rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+    parsed_rows = []
+    named: list[tuple[str | None, str | None, str | None]] = []
+    for r in rows:
         statement = r["ddl"] or ""
         parsed = (
             parse_ddl(statement)
             if statement.strip()
             else ParsedDdl(statement, None, (), "empty statement")
         )
-        # The message's table decides, as for its rows; a statement naming another table is
-        # applied to the message's table only.
-        target = r["_cdc_target"] or ""
-        events.append(DdlEvent(r[0], r[1], r[2], target, statement, parsed))
+        db, schema = r["_cdc_ddl_scope"] or (None, None)
+        renamed = [c.new_name for c in parsed.changes if c.action == RENAME_TABLE and c.new_name]
+        named += [(db, schema, parsed.table)] + [(db, schema, n) for n in renamed[:1]]
+        parsed_rows.append((r, statement, parsed, bool(renamed)))
+    names = iter(render_targets(cached.sparkSession, template, named))
+    events = []
+    for r, statement, parsed, renames in parsed_rows:
+        target = next(names)
+        if parsed.table is None:
+            target = r["_cdc_target"] or ""
+        event = DdlEvent(r[0], r[1], r[2], target, statement, parsed)
+        if renames:
+            event.renamed_to = next(names)
+        events.append(event)
     return events
 
 

@@ -74,12 +74,15 @@ class RunSummary:
     deletes_without_table: int = 0
     deletes_without_table_tables: list[str] = field(default_factory=list)
     tables: dict[str, TableSummary] = field(default_factory=dict)
+    # Targets fed by source tables whose names differ only in case: they share one mirror.
+    merged_sources: dict[str, list[str]] = field(default_factory=dict)
     dead_letter_samples: list[str] = field(default_factory=list)
     # Run options: a dry run writes nothing; ``only_tables`` applies those tables and leaves the
     # batch's files pending; ``max_files`` caps the new files planned (``deferred_files`` wait).
     dry_run: bool = False
     only_tables: list[str] = field(default_factory=list)
     skipped_tables: dict[str, str] = field(default_factory=dict)  # table -> why not applied
+    skipped_table_messages: int = 0  # changes aimed at the tables this run does not apply
     max_files: int | None = None
     deferred_files: int = 0
     # A replay or rebuild batch: {"mode", the range or tables, "files_not_landed",
@@ -109,6 +112,44 @@ class RunSummary:
                     f"{event.target or '?'}: {statement} -> {status}: {event.detail}"
                 )
 
+    def unaccounted(self) -> list[str]:
+        """Where the counts do not add up; empty when every record's fate is counted once.
+
+        Records = messages + dead letters; messages = changing no row + already applied + aimed
+        at tables this run skips + each table's messages (deletes naming no table count once,
+        whichever tables they were aimed at); a table's messages = the sum of its fates.
+        """
+        problems: list[str] = []
+        if self.records != self.messages + self.dead_lettered:
+            problems.append(
+                f"{self.records} records != {self.messages} messages + "
+                f"{self.dead_lettered} dead-lettered"
+            )
+        aimed = len(self.deletes_without_table_tables)
+        fates = (
+            self.no_row_change
+            + self.already_applied
+            + self.skipped_table_messages
+            + sum(t.messages for t in self.tables.values())
+            - (aimed - 1) * self.deletes_without_table
+        )
+        if fates != self.messages:
+            problems.append(f"{self.messages} messages, {fates} fates counted")
+        for t in [] if self.dry_run else sorted(self.tables.values(), key=lambda t: t.table):
+            outcomes = (
+                t.inserted
+                + t.updated
+                + t.deleted
+                + t.deleted_absent
+                + t.superseded
+                + t.older
+                + t.append_only_deletes
+                + t.source_dropped
+            )
+            if outcomes != t.messages:
+                problems.append(f"{t.table}: {t.messages} messages, {outcomes} outcomes counted")
+        return problems
+
     def to_json(self) -> str:
         """The summary as one JSON object (stored with the batch's checkpoint)."""
         return json.dumps(asdict(self), sort_keys=True)
@@ -130,6 +171,7 @@ class RunSummary:
             f"{self.dead_lettered} dead-lettered"
         )
         lines = [head]
+        lines += [f"  counts do not add up: {problem}" for problem in self.unaccounted()]
         if self.dry_run:
             lines.append(
                 "  dry run: decoded and counted; no table, dead letter or checkpoint written"
@@ -162,6 +204,11 @@ class RunSummary:
             if files:
                 lines.append(f"  {len(files)} files {title}:")
                 lines += [f"    {uri}: {why}" for uri, why in sorted(files.items())]
+        for target, names in sorted(self.merged_sources.items()):
+            lines.append(
+                f"  {target}: changes of {', '.join(names)} are applied to this one table "
+                "(table names are compared without case)"
+            )
         if self.duplicate_files:
             lines.append(f"  skipped {len(self.duplicate_files)} duplicate files:")
             lines += [

@@ -186,6 +186,8 @@ def prepare_target(
         existing = {
             n: t for n, t in table_columns(spark, identifier).items() if n not in SYSTEM_COLUMNS
         }
+    variants = case_variants([*existing, *columns])
+    columns = [c for c in columns if c not in variants]
     types: dict[str, ColumnType] = {}
     widened: dict[str, str] = {}
     for name, stype in existing.items():
@@ -240,5 +242,21 @@ def prepare_target(
         columns=types,
         tombstones=qualified(catalog, namespace, TOMBSTONES),
         source_dropped=SOURCE_DROPPED_PROPERTY in properties,
+        case_variants=variants,
     )
     return target, created
+
+
+def case_variants(names: list[str]) -> dict[str, str]:
+    """Names that differ from an earlier one only in case, each with the earlier spelling.
+
+    Spark and Iceberg here compare column names without case: ``id`` and ``ID`` cannot both be
+    columns, so changes carrying the later spelling are dead-lettered (see ``typed_changes``).
+    """
+    first: dict[str, str] = {}
+    variants: dict[str, str] = {}
+    for name in names:
+        kept = first.setdefault(name.lower(), name)
+        if kept != name:
+            variants[name] = kept
+    return variants
