@@ -84,3 +84,78 @@ def test_sqlite_lock_names_the_maintenance_holder(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_postgresql_catalog_lock_excludes_ingest_and_maintenance(postgres) -> None:
     _exclusion_holds(_postgres_catalog(postgres))
+
+
+def _one_run_at_a_time(catalog) -> None:
+    import socket
+
+    from cdc_ingest.namespace_lock import PipelineLocked, pipeline_lock
+
+    with pipeline_lock(catalog, "ods", "orders", SHORT):
+        with (
+            pytest.raises(PipelineLocked) as raised,
+            pipeline_lock(catalog, "ods", "orders", SHORT),
+        ):
+            pass
+        message = str(raised.value)
+        assert message.startswith(f"pipeline orders is being applied by pid {os.getpid()}")
+        assert socket.gethostname()[:8] in message and " since 20" in message
+        assert message.endswith(
+            "; this run gave up waiting after 1 s (one batch of a pipeline at a time)"
+        )
+        # Other pipelines, and the same name in another namespace, run meanwhile.
+        with (
+            pipeline_lock(catalog, "ods", "items", SHORT),
+            pipeline_lock(catalog, "dw", "orders", SHORT),
+        ):
+            pass
+    with pipeline_lock(catalog, "ods", "orders", SHORT):
+        pass
+
+
+def test_sqlite_catalog_runs_one_batch_of_a_pipeline_at_a_time(tmp_path: Path) -> None:
+    _one_run_at_a_time(_sqlite_catalog(tmp_path))
+
+
+@pytest.mark.slow
+def test_postgresql_catalog_runs_one_batch_of_a_pipeline_at_a_time(postgres) -> None:
+    _one_run_at_a_time(_postgres_catalog(postgres))
+
+
+def test_a_second_run_of_a_pipeline_exits_2_naming_the_run_it_waited_for(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+    from cdc_ingest.namespace_lock import pipeline_lock
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "001.json").write_text("{}\n")
+    config = tmp_path / "pipelines.yaml"
+    catalog = _sqlite_catalog(tmp_path)
+    doc = {
+        "catalog": {"uri": catalog.uri, "warehouse": catalog.warehouse},
+        "pipelines": [
+            {
+                "name": "orders",
+                "format": "canal-json",
+                "landing": landing.as_uri(),
+                "namespace": "ods",
+                "maintenance": {"lock_wait": "1s"},
+            }
+        ],
+    }
+    config.write_text(yaml.safe_dump(doc))
+    cli = str(Path(sys.executable).parent / "cdc-ingest")
+    with pipeline_lock(catalog, "ods", "orders", SHORT):
+        done = subprocess.run(
+            [cli, "run", "--config", str(config), "--pipeline", "orders"],
+            capture_output=True,
+            text=True,
+        )
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(
+        f"cdc-ingest: error: pipeline orders is being applied by pid {os.getpid()} on "
+    )

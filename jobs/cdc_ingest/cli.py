@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import traceback
@@ -196,16 +197,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from cdc_ingest.job import RunOptions, RunRefused, run_pipeline
     from cdc_ingest.landing import list_landed
-    from cdc_ingest.namespace_lock import NamespaceLocked, namespace_lock
+    from cdc_ingest.namespace_lock import (
+        NamespaceLocked,
+        PipelineLocked,
+        namespace_lock,
+        pipeline_lock,
+    )
     from cdc_ingest.replay import ReplayRefused
     from cdc_ingest.schema_evolution import SchemaChangeRefused
     from cdc_ingest.spark_session import EnvironmentProblem, build_session
 
     if args.command == "maintain":
         return _maintain(config, pipeline.name, args.json)
+    runs = contextlib.ExitStack()
     try:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
         list_landed(pipeline.landing)
+        if not args.dry_run:
+            # Taken before Spark starts: a run that must wait costs no JVM meanwhile.
+            runs.enter_context(
+                pipeline_lock(
+                    config.catalog,
+                    pipeline.namespace,
+                    pipeline.name,
+                    wait=pipeline.maintenance.lock_wait,
+                )
+            )
         spark = build_session(config.catalog, app_name=f"cdc-ingest-{pipeline.name}")
         options = RunOptions(
             args.tables,
@@ -224,12 +241,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             purpose="ingest",
         ):
             summary = run_pipeline(spark, config, pipeline.name, options)
+    except PipelineLocked as exc:
+        return _fail(str(exc))
     except (LandingError, EnvironmentProblem, RunRefused, ReplayRefused, NamespaceLocked) as exc:
         return _fail(f"pipeline {pipeline.name}: {exc}")
     except SchemaChangeRefused as exc:
         return _fail(str(exc))
     except Exception as exc:
         return _engine_failure(config, pipeline.name, exc)
+    finally:
+        runs.close()
     print(summary.render(), flush=True)
     if args.json:
         print(summary.to_json(), flush=True)

@@ -144,3 +144,110 @@ def namespace_lock(
     acquire = _advisory_lock if catalog.database == "postgresql" else _file_lock
     with acquire(catalog, namespace, exclusive, wait, purpose):
         yield
+
+
+class PipelineLocked(NamespaceLocked):
+    """Another run of the same pipeline held it for longer than the wait."""
+
+
+def _pipeline_refusal(pipeline: str, holder: str, wait: timedelta) -> str:
+    return (
+        f"pipeline {pipeline} is being applied by {holder or 'another run'}; this run gave up "
+        f"waiting after {wait.total_seconds():g} s (one batch of a pipeline at a time)"
+    )
+
+
+@contextmanager
+def _pipeline_file_lock(
+    catalog: CatalogConfig, namespace: str, pipeline: str, wait: timedelta
+) -> Iterator[None]:
+    database = Path(catalog.uri[len("sqlite:///") :])
+    name = hashlib.sha256(f"{namespace}\0{pipeline}".encode()).hexdigest()[:16]
+    path = database.parent / f"{database.name}.pipeline-{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle: IO[str] = path.open("a+", encoding="utf-8")
+    deadline = time.monotonic() + wait.total_seconds()
+    try:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.seek(0)
+                    holder = handle.read().strip()
+                    raise PipelineLocked(_pipeline_refusal(pipeline, holder, wait)) from None
+                time.sleep(POLL_SECONDS)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(_run_holder())
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def _run_holder() -> str:
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    return f"pid {os.getpid()} on {socket.gethostname()} since {started}"
+
+
+@contextmanager
+def _pipeline_advisory_lock(
+    catalog: CatalogConfig, namespace: str, pipeline: str, wait: timedelta
+) -> Iterator[None]:
+    from sqlalchemy import create_engine, text
+
+    # The holder is told by the session's application_name (at most 63 bytes), which waiters
+    # read from pg_stat_activity.
+    holder = _run_holder().replace(" on ", "@")[:63]
+    engine = create_engine(
+        catalog.sqlalchemy_url,
+        poolclass=_null_pool(),
+        connect_args={"application_name": holder},
+    )
+    digest = hashlib.sha256(f"cdc-ingest-run:{catalog.name}:{namespace}:{pipeline}".encode())
+    key = int.from_bytes(digest.digest()[:8], "big", signed=True)
+    deadline = time.monotonic() + wait.total_seconds()
+    try:
+        with engine.connect() as connection:
+            while not connection.execute(
+                text("SELECT pg_try_advisory_lock(:key)"), {"key": key}
+            ).scalar():
+                if time.monotonic() >= deadline:
+                    # A bigint advisory key is shown as classid (high half) and objid (low half).
+                    by = connection.execute(
+                        text(
+                            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
+                            "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                            "AND l.classid = :hi AND l.objid = :lo AND l.objsubid = 1"
+                        ),
+                        {"hi": (key >> 32) & 0xFFFFFFFF, "lo": key & 0xFFFFFFFF},
+                    ).scalar()
+                    raise PipelineLocked(_pipeline_refusal(pipeline, by or "", wait))
+                time.sleep(POLL_SECONDS)
+            yield
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def pipeline_lock(
+    catalog: CatalogConfig, namespace: str, pipeline: str, wait: timedelta
+) -> Iterator[None]:
+    """Hold the pipeline's run lock for the ``with`` block: one batch of a pipeline at a time.
+
+    Two runs of one pipeline would plan the same files and race on ``_cdc_checkpoints``; the
+    second waits up to ``wait`` and then gives up, naming the holder. Like the namespace lock it
+    lives with a JDBC catalog's database (none is taken for REST, Glue or Hive catalogs; Airflow's
+    ``max_active_runs=1`` still keeps one run per DAG).
+
+    Raises:
+        PipelineLocked: still held by another run when ``wait`` ran out.
+    """
+    if catalog.database is None:
+        yield
+        return
+    acquire = _pipeline_advisory_lock if catalog.database == "postgresql" else _pipeline_file_lock
+    with acquire(catalog, namespace, pipeline, wait):
+        yield
