@@ -86,7 +86,8 @@ def test_seatunnel_all_types_are_typed_by_the_connect_schema(lake):
     assert (summary.messages, summary.dead_lettered) == (3, 0)
     table = lake.table("mysql_cdc_e2e_source_table")
     types = {f.name: f.dataType.simpleString() for f in table.schema.fields}
-    assert types["f_date"] == "date" and types["f_datetime"] == "timestamp"
+    # DATETIME (io.debezium.time.Timestamp) has no zone; TIMESTAMP (ZonedTimestamp) is an instant.
+    assert types["f_date"] == "date" and types["f_datetime"] == "timestamp_ntz"
     assert types["f_timestamp"] == "timestamp" and types["f_bigint_unsigned"] == "decimal(38,0)"
     assert (
         types["f_smallint"] == "int"
@@ -104,3 +105,76 @@ def test_seatunnel_all_types_are_typed_by_the_connect_schema(lake):
     assert (
         row["f_json"] == '{"key": "value"}' and row["f_enum"] == "enum2" and row["f_year"] == 2022
     )
+
+
+def test_zoneless_debezium_timestamps_are_local_date_times_and_zoned_ones_instants(lake):
+    fields = [
+        {"type": "int32", "optional": False, "field": "id"},
+        {"type": "int64", "optional": True, "name": "io.debezium.time.Timestamp", "field": "ms"},
+        {
+            "type": "int64",
+            "optional": True,
+            "name": "io.debezium.time.MicroTimestamp",
+            "field": "us",
+        },
+        {
+            "type": "int64",
+            "optional": True,
+            "name": "io.debezium.time.NanoTimestamp",
+            "field": "ns",
+        },
+        {
+            "type": "string",
+            "optional": True,
+            "name": "io.debezium.time.ZonedTimestamp",
+            "field": "zoned",
+        },
+        {
+            "type": "int64",
+            "optional": True,
+            "name": "org.apache.kafka.connect.data.Timestamp",
+            "field": "connect",
+        },
+    ]
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "optional": True, "field": side, "fields": fields}
+            for side in ("before", "after")
+        ],
+    }
+    after = {
+        "id": 1,
+        "ms": 1651069800000,  # 2022-04-27 14:30:00 on the source's wall clock
+        "us": 1651069800123456,
+        "ns": 1651069800123456789,
+        "zoned": "2022-04-27T14:30:00+08:00",
+        "connect": 1651069800000,
+    }
+    payload = {
+        "op": "c",
+        "ts_ms": 1,
+        "before": None,
+        "after": after,
+        "source": {"connector": "mysql", "db": "shop", "table": "times", "ts_ms": 1},
+    }
+    lake.add_pipeline("times", "debezium-json", keys={"times": ["id"]})
+    lake.land("times", "001.json", [{"schema": schema, "payload": payload}])
+    lake.run("times")
+    table = lake.table("times")
+    types = {f.name: f.dataType.simpleString() for f in table.schema.fields}
+    assert [types[c] for c in ("ms", "us", "ns", "zoned", "connect")] == [
+        "timestamp_ntz",
+        "timestamp_ntz",
+        "timestamp_ntz",
+        "timestamp",
+        "timestamp",
+    ]
+    row = table.selectExpr(
+        "ms", "us", "ns", "cast(zoned as string) zoned", "cast(connect as string) connect"
+    ).collect()[0]
+    assert row["ms"] == dt.datetime(2022, 4, 27, 14, 30)
+    assert row["us"] == dt.datetime(2022, 4, 27, 14, 30, 0, 123456)
+    assert row["ns"] == dt.datetime(2022, 4, 27, 14, 30, 0, 123456)
+    # Instants, shown in the session's zone (UTC).
+    assert (row["zoned"], row["connect"]) == ("2022-04-27 06:30:00", "2022-04-27 14:30:00")

@@ -21,14 +21,17 @@ PRIMITIVES: dict[str, ColumnType] = {
     "bytes": ColumnType("binary", "base64"),
 }
 
-# Logical types by schema name. Times of day have no Spark type and keep their physical type.
+# Logical types by schema name (the table in docs/formats.md). Times of day have no Spark type
+# and keep their physical type. Debezium's Timestamp, MicroTimestamp and NanoTimestamp carry a
+# column without zone (MySQL DATETIME, PostgreSQL timestamp) as if its wall-clock time were UTC:
+# a timestamp without time zone. Connect's Timestamp and ZonedTimestamp are instants.
 LOGICAL: dict[str, ColumnType] = {
     "io.debezium.time.Date": ColumnType("date", "epoch_days"),
     "org.apache.kafka.connect.data.Date": ColumnType("date", "epoch_days"),
-    "io.debezium.time.Timestamp": ColumnType("timestamp", "epoch_millis"),
+    "io.debezium.time.Timestamp": ColumnType("timestamp_ntz", "epoch_millis"),
     "org.apache.kafka.connect.data.Timestamp": ColumnType("timestamp", "epoch_millis"),
-    "io.debezium.time.MicroTimestamp": ColumnType("timestamp", "epoch_micros"),
-    "io.debezium.time.NanoTimestamp": ColumnType("timestamp", "epoch_nanos"),
+    "io.debezium.time.MicroTimestamp": ColumnType("timestamp_ntz", "epoch_micros"),
+    "io.debezium.time.NanoTimestamp": ColumnType("timestamp_ntz", "epoch_nanos"),
     "io.debezium.time.ZonedTimestamp": ColumnType("timestamp"),
     "io.debezium.data.Json": ColumnType("string"),
     "io.debezium.data.Enum": ColumnType("string"),
