@@ -32,6 +32,8 @@ INSERT, UPDATE, DELETED, DELETED_ABSENT, SUPERSEDED, OLDER = (
     "older",
 )
 _views = itertools.count()
+# Per change, the columns whose value was not sent (a placeholder): the table keeps its own.
+KEEP_COLUMN = "_cdc_keep"
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class TargetTable:
     source_dropped: bool = False
     # Column names of the batch that differ from a column only in case, with that column's name.
     case_variants: dict[str, str] = field(default_factory=dict)
+    # Placeholders some changes carry for values not sent: those columns keep what is stored.
+    unavailable_values: tuple[str, ...] = ()
 
 
 def _raw(name: str, keys: tuple[str, ...]) -> Column:
@@ -69,8 +73,13 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
     """This table's changes with typed columns and ``_type_error`` for values that don't fit."""
     values: list[Column] = []
     errors: list[Column] = []
+    kept: list[Column] = []
     for name, ctype in target.columns.items():
         raw = _raw(name, target.keys)
+        if target.unavailable_values and name not in target.keys:
+            missing = raw.isin(*target.unavailable_values)
+            kept.append(F.when(missing, F.lit(name)))
+            raw = F.when(~missing, raw)
         typed = typed_value(raw, ctype)
         values.append(typed.alias(name))
         errors.append(column_error(name, raw, typed, ctype))
@@ -98,6 +107,7 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
         F.col("op").alias("_cdc_op"),
         F.lit(batch_id).cast("bigint").alias("_cdc_batch_id"),
         F.coalesce(*errors, F.lit(None).cast("string")).alias("_type_error"),
+        *([F.array_compact(F.array(*kept)).alias(KEEP_COLUMN)] if kept else []),
     )
 
 
@@ -113,12 +123,15 @@ def typing_errors(typed: DataFrame, target: TargetTable) -> DataFrame:
     )
 
 
-def newest_changes(good: DataFrame) -> DataFrame:
+def newest_changes(good: DataFrame, unsent: list[str] | None = None) -> DataFrame:
     """Each key's newest change, with ``_changes``: how many changes of the batch it stands for.
 
     One sort by key and order serves both window functions (same partitioning and ordering), and
     only the newest change per key goes on: the others are merely counted as superseded.
+    ``unsent``: columns some changes did not send (``KEEP_COLUMN``); see ``_fill_unsent``.
     """
+    if unsent:
+        good = _fill_unsent(good, unsent)
     newest_first = Window.partitionBy("_cdc_key").orderBy(F.col(ORDER_COLUMN).desc())
     whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     return (
@@ -127,6 +140,34 @@ def newest_changes(good: DataFrame) -> DataFrame:
         .withColumn("_changes", F.count(F.lit(1)).over(whole_key))
         .where(F.col("_rank") == 1)
         .drop("_rank")
+    )
+
+
+def _fill_unsent(good: DataFrame, columns: list[str]) -> DataFrame:
+    """A column a change did not send takes the value of the key's latest earlier change in the
+    batch that sent it; only if none did does it stay in ``KEEP_COLUMN`` (the table keeps its
+    stored value)."""
+    so_far = (
+        Window.partitionBy("_cdc_key")
+        .orderBy(F.col(ORDER_COLUMN))
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    latest = [
+        F.last(
+            F.when(~F.array_contains(KEEP_COLUMN, c), F.struct(F.col(c).alias("v"))),
+            ignorenulls=True,
+        )
+        .over(so_far)
+        .alias(f"_sent_{c}")
+        for c in columns
+    ]
+    sent = {c: F.col(f"_sent_{c}") for c in columns}
+    return good.select("*", *latest).select(
+        *[c for c in good.columns if c not in columns and c != KEEP_COLUMN],
+        *[sent[c].getField("v").alias(c) for c in columns],
+        F.array_compact(F.array(*[F.when(sent[c].isNull(), F.lit(c)) for c in columns])).alias(
+            KEEP_COLUMN
+        ),
     )
 
 
@@ -180,15 +221,28 @@ def classify(
     )
 
 
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _merge_target(spark: SparkSession, classified: DataFrame, target: TargetTable) -> None:
     columns = [*target.columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
     view = f"_cdc_merge_{next(_views)}"
+    carried = [KEEP_COLUMN] if KEEP_COLUMN in classified.columns else []
     classified.where(F.col("_action").isin(INSERT, UPDATE, DELETED)).select(
-        *columns, "_action"
+        *columns, "_action", *carried
     ).createOrReplaceTempView(view)
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.keys)
     newer = f"s.{ORDER_COLUMN} > t.{ORDER_COLUMN}"
-    sets = ", ".join(f"{quote(c)} = s.{quote(c)}" for c in columns)
+    keeps = KEEP_COLUMN in classified.columns
+    sets = ", ".join(
+        f"{quote(c)} = CASE WHEN array_contains(s.{KEEP_COLUMN}, {_literal(c)}) "
+        f"THEN t.{quote(c)} "
+        f"ELSE s.{quote(c)} END"
+        if keeps and c in target.columns and c not in target.keys
+        else f"{quote(c)} = s.{quote(c)}"
+        for c in columns
+    )
     names = ", ".join(quote(c) for c in columns)
     values = ", ".join(f"s.{quote(c)}" for c in columns)
     spark.sql(
@@ -283,7 +337,10 @@ def apply_table(
     # Typed inside the collapse's first stage; the typing errors type the rows again, in a pass
     # of their own, only when the counts below say there are some (else an empty plan).
     typed = typed_changes(changes, target, batch_id)
-    newest = newest_changes(typed.where(F.col("_type_error").isNull()))
+    unsent = [c for c in target.columns if c not in target.keys]
+    newest = newest_changes(
+        typed.where(F.col("_type_error").isNull()), unsent if target.unavailable_values else None
+    )
     tombstones = _has_tombstones(spark, target)
     classified = classify(spark, newest, target, table_rows=not created, tombstones=tombstones)
     # Materialized by the count below, as rows (a local checkpoint costs less CPU than a columnar

@@ -189,28 +189,34 @@ def resolve_changes(
     is_change = F.col("kind").isin(UPSERT, DELETE)
     no_keys = keys.isNull() | (F.size(keys) == 0)
     target = target_name(pipeline.table)
-    key_error = F.when(
-        is_change & (F.octet_length(target) > MAX_TABLE_NAME_BYTES),
-        F.concat(
-            F.lit("target table name '"),
-            F.substring(target, 1, 40),
-            F.lit("...' is "),
-            F.octet_length(target).cast("string"),
-            F.lit(f" bytes long; a table name may have at most {MAX_TABLE_NAME_BYTES}"),
-        ),
-    ).when(
-        is_change & no_keys & F.lit(not keyless_append_only),
-        F.concat(
-            F.lit("no key columns known for source table "),
-            source_name(),
-            F.lit(f": add it under keys: in pipeline '{pipeline.name}'"),
-        ),
-    ).when(
-        # array_compact drops the missing values: cheaper than filtering for them on every row.
-        is_change & (F.size(F.array_compact("_raw_key")) < F.size(keys)),
-        F.concat(
-            F.lit("key column '"), F.element_at(missing, 1), F.lit("' is missing from the message")
-        ),
+    key_error = (
+        F.when(
+            is_change & (F.octet_length(target) > MAX_TABLE_NAME_BYTES),
+            F.concat(
+                F.lit("target table name '"),
+                F.substring(target, 1, 40),
+                F.lit("...' is "),
+                F.octet_length(target).cast("string"),
+                F.lit(f" bytes long; a table name may have at most {MAX_TABLE_NAME_BYTES}"),
+            ),
+        )
+        .when(
+            is_change & no_keys & F.lit(not keyless_append_only),
+            F.concat(
+                F.lit("no key columns known for source table "),
+                source_name(),
+                F.lit(f": add it under keys: in pipeline '{pipeline.name}'"),
+            ),
+        )
+        .when(
+            # array_compact drops the missing values: cheaper than filtering for them on every row.
+            is_change & (F.size(F.array_compact("_raw_key")) < F.size(keys)),
+            F.concat(
+                F.lit("key column '"),
+                F.element_at(missing, 1),
+                F.lit("' is missing from the message"),
+            ),
+        )
     )
     applied = F.col("_cdc_applied") if "_cdc_applied" in decoded.columns else F.lit(False)
     error = F.when(applied, F.lit(None)).otherwise(

@@ -63,9 +63,9 @@ def record_ddl(
             F.col("_cdc_line").alias("line"),
             F.when(source != "", source).alias("source_table"),
             # The table the statement names (see ``collect_ddl``), else the message's.
-            F.coalesce(
-                "_target", F.when(F.col("_cdc_target") != "", F.col("_cdc_target"))
-            ).alias("target_table"),
+            F.coalesce("_target", F.when(F.col("_cdc_target") != "", F.col("_cdc_target"))).alias(
+                "target_table"
+            ),
             "op",
             F.col("ddl").alias("statement"),
             F.timestamp_millis(F.col("event_ms")).alias("event_time"),

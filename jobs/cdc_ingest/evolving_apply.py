@@ -154,7 +154,9 @@ def apply_with_ddl(
     for index in range(len(events) + 1):
         rows, columns = segments.get(index, (0, []))
         if rows and not stopped:
-            inventory = TargetInventory(name, base.keys, columns, list(base.hints))
+            inventory = TargetInventory(
+                name, base.keys, columns, list(base.hints), unavailable=base.unavailable
+            )
             target, created = prepare_target(
                 ctx.spark,
                 ctx.catalog,

@@ -68,8 +68,15 @@ class FileStats:
         return [(i, t, p, lo, hi, n) for (i, t, p), (lo, hi, n) in self.ranges.items()]
 
 
-def cached_columns(resolved: DataFrame) -> DataFrame:
-    """The columns to cache: what inventory, apply, dead letters and file stats read."""
+def cached_columns(resolved: DataFrame, unavailable_values: tuple[str, ...] = ()) -> DataFrame:
+    """The columns to cache: what inventory, apply, dead letters and file stats read.
+
+    With ``unavailable_values`` (the format's placeholders for values not sent), records whose
+    text holds one are flagged, so that only their tables pay for keeping stored values.
+    """
+    unavailable = F.lit(False)
+    for placeholder in unavailable_values:
+        unavailable = unavailable | F.col("value").contains(placeholder)
     return resolved.select(
         "_cdc_file_idx",
         "_cdc_line",
@@ -94,6 +101,7 @@ def cached_columns(resolved: DataFrame) -> DataFrame:
         # A statement's table is named with the message's database and schema.
         F.when(F.col("_cdc_kind") == DDL, F.array("src_db", "src_schema")).alias("_cdc_ddl_scope"),
         image_sample(),
+        unavailable.alias("_cdc_unavailable"),
     )
 
 
@@ -113,6 +121,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             F.when(is_change, F.map_keys("image")).alias("columns"),
             F.when(is_change, F.col("schema_hint")).alias("hint"),
             F.when(is_change, F.col("_cdc_source")).alias("source"),
+            (is_change & F.col("_cdc_unavailable")).alias("unavailable"),
             (F.col("row_in_message") == 0).alias("first_row"),
         )
         .agg(
@@ -153,6 +162,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
         sources.setdefault(row["target"], set()).add(row["source"] or "")
         inv = inventories.setdefault(row["target"], TargetInventory(row["target"]))
         inv.keys = inv.keys or tuple(row["keys"])
+        inv.unavailable = inv.unavailable or row["unavailable"]
         inv.add_columns(list(row["columns"] or []))
         if row["hint"] is not None and row["hint"] not in inv.hints:
             inv.hints.append(row["hint"])

@@ -46,6 +46,8 @@ class TargetInventory:
     keys: tuple[str, ...] = ()
     columns: list[str] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
+    # Some changes carry placeholders for values not sent (see Decoder.unavailable_values).
+    unavailable: bool = False
 
     def add_columns(self, names: list[str]) -> None:
         """Record column names in first-seen order."""
@@ -243,6 +245,7 @@ def prepare_target(
         tombstones=qualified(catalog, namespace, TOMBSTONES),
         source_dropped=SOURCE_DROPPED_PROPERTY in properties,
         case_variants=variants,
+        unavailable_values=decoder.unavailable_values if inventory.unavailable else (),
     )
     return target, created
 

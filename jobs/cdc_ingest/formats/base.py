@@ -97,6 +97,9 @@ class Decoder(ABC):
     #: Whether a table whose messages name no key (and whose key the pipeline does not configure)
     #: is kept append-only instead of dead-lettering its changes.
     keyless_tables_append_only: ClassVar[bool] = False
+    #: Values that stand for "not sent, unchanged" (Debezium's TOAST placeholder, as text and as
+    #: Base64 bytes): such a column keeps its stored value instead of taking the placeholder.
+    unavailable_values: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         """Keep the pipeline's format options (see :mod:`cdc_ingest.formats.options`)."""

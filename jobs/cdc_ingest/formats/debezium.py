@@ -35,6 +35,11 @@ INITIAL_SNAPSHOT = ("true", "first", "last", "first_in_data_collection", "last_i
 SHAPE = "a JSON object with op/before/after/source (before, after and source must be objects)"
 
 
+# What Debezium sends for a value it did not read (PostgreSQL TOAST columns an UPDATE left alone,
+# without REPLICA IDENTITY FULL): the text placeholder, and for bytea its bytes in Base64.
+UNAVAILABLE_VALUES = ("__debezium_unavailable_value", "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==")
+
+
 class DebeziumFamilyDecoder(Decoder):
     """Shared decoding of Debezium-shaped messages; subclasses choose table names and ordering."""
 
@@ -61,6 +66,8 @@ class DebeziumFamilyDecoder(Decoder):
             number(source.getItem("event_serial_no")),
             number(envelope_ts),
         )
+
+    unavailable_values = UNAVAILABLE_VALUES
 
     def message_keys(self, image: Column) -> tuple[Column, Column]:
         """Key column names and values the message carries besides the configured ones."""
