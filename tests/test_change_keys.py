@@ -17,7 +17,7 @@ DECODED = (
     "_cdc_file_idx int, _cdc_line bigint, src_db string, src_schema string, src_table string, "
     "op string, kind string, order array<bigint>, image map<string,string>, "
     "key_names array<string>, key_values map<string,string>, error string, read_error string, "
-    "row_in_message int"
+    "row_in_message int, before map<string,string>"
 )
 # Values a key may hold: plain, JSON-escaped characters, non-ASCII, and characters JSON leaves be.
 KEY_VALUES = [
@@ -63,6 +63,7 @@ def _row(line: int, table: str, image: dict[str, str], **extra: Any) -> tuple[An
         None,
         None,
         0,
+        fields.get("before"),
     )
 
 

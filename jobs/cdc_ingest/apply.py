@@ -19,6 +19,12 @@ from cdc_ingest.column_values import column_error, typed_value
 from cdc_ingest.formats.base import DELETE, UPSERT, ColumnType
 from cdc_ingest.summary import TableSummary
 from cdc_ingest.tables import ORDER_COLUMN, holds_rows, quote
+from cdc_ingest.update_images import (
+    KEEP_COLUMN,
+    MOVED_COLUMN,
+    fill_unsent,
+    with_old_key_deletes,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,8 +38,6 @@ INSERT, UPDATE, DELETED, DELETED_ABSENT, SUPERSEDED, OLDER = (
     "older",
 )
 _views = itertools.count()
-# Per change, the columns whose value was not sent (a placeholder): the table keeps its own.
-KEEP_COLUMN = "_cdc_keep"
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class TargetTable:
     case_variants: dict[str, str] = field(default_factory=dict)
     # Placeholders some changes carry for values not sent: those columns keep what is stored.
     unavailable_values: tuple[str, ...] = ()
+    # Some updates of the batch moved a row to another key.
+    moves_keys: bool = False
 
 
 def _raw(name: str, keys: tuple[str, ...]) -> Column:
@@ -95,7 +101,9 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
                 ),
             ),
         )
+    moved = [MOVED_COLUMN] if MOVED_COLUMN in changes.columns else []
     return changes.where(F.col("_cdc_target") == target.name).select(
+        *moved,
         "_cdc_file_idx",
         "_cdc_line",
         "row_in_message",
@@ -112,7 +120,12 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
 
 
 def typing_errors(typed: DataFrame, target: TargetTable) -> DataFrame:
-    """The dead letters of ``typed_changes``: where, why, and from which table to which."""
+    """The dead letters of ``typed_changes``: where, why, and from which table to which.
+
+    The delete of a moved row's old key is not a message of its own: its errors are not.
+    """
+    if MOVED_COLUMN in typed.columns:
+        typed = typed.where(~F.col(MOVED_COLUMN))
     return typed.where(F.col("_type_error").isNotNull()).select(
         "_cdc_file_idx",
         "_cdc_line",
@@ -131,7 +144,7 @@ def newest_changes(good: DataFrame, unsent: list[str] | None = None) -> DataFram
     ``unsent``: columns some changes did not send (``KEEP_COLUMN``); see ``_fill_unsent``.
     """
     if unsent:
-        good = _fill_unsent(good, unsent)
+        good = fill_unsent(good, unsent)
     newest_first = Window.partitionBy("_cdc_key").orderBy(F.col(ORDER_COLUMN).desc())
     whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     return (
@@ -140,34 +153,6 @@ def newest_changes(good: DataFrame, unsent: list[str] | None = None) -> DataFram
         .withColumn("_changes", F.count(F.lit(1)).over(whole_key))
         .where(F.col("_rank") == 1)
         .drop("_rank")
-    )
-
-
-def _fill_unsent(good: DataFrame, columns: list[str]) -> DataFrame:
-    """A column a change did not send takes the value of the key's latest earlier change in the
-    batch that sent it; only if none did does it stay in ``KEEP_COLUMN`` (the table keeps its
-    stored value)."""
-    so_far = (
-        Window.partitionBy("_cdc_key")
-        .orderBy(F.col(ORDER_COLUMN))
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    latest = [
-        F.last(
-            F.when(~F.array_contains(KEEP_COLUMN, c), F.struct(F.col(c).alias("v"))),
-            ignorenulls=True,
-        )
-        .over(so_far)
-        .alias(f"_sent_{c}")
-        for c in columns
-    ]
-    sent = {c: F.col(f"_sent_{c}") for c in columns}
-    return good.select("*", *latest).select(
-        *[c for c in good.columns if c not in columns and c != KEEP_COLUMN],
-        *[sent[c].getField("v").alias(c) for c in columns],
-        F.array_compact(F.array(*[F.when(sent[c].isNull(), F.lit(c)) for c in columns])).alias(
-            KEEP_COLUMN
-        ),
     )
 
 
@@ -336,6 +321,8 @@ def apply_table(
     """
     # Typed inside the collapse's first stage; the typing errors type the rows again, in a pass
     # of their own, only when the counts below say there are some (else an empty plan).
+    if target.moves_keys:
+        changes = with_old_key_deletes(changes, target)
     typed = typed_changes(changes, target, batch_id)
     unsent = [c for c in target.columns if c not in target.keys]
     newest = newest_changes(
@@ -357,16 +344,20 @@ def apply_table(
     for (act, _), (keys, _) in counts.items():
         by_action[act] = by_action.get(act, 0) + keys
     good = sum(n for _, n in counts.values())
+    moved = 0
+    if target.moves_keys:
+        moved = typed.where(F.col(MOVED_COLUMN) & F.col("_type_error").isNull()).count()
     summary = TableSummary(
         table=target.name,
-        messages=good,
+        messages=good - moved,
+        key_changes=moved,
         inserted=by_action.get(INSERT, 0),
         updated=by_action.get(UPDATE, 0),
         deleted=by_action.get(DELETED, 0),
         deleted_absent=by_action.get(DELETED_ABSENT, 0),
         superseded=good - sum(by_action.values()),
         older=by_action.get(OLDER, 0),
-        dead_lettered=rows - good,
+        dead_lettered=rows - (good - moved),
     )
     if summary.inserted or summary.updated or summary.deleted:
         if created:

@@ -98,15 +98,15 @@ def configured_keys(pipeline: PipelineConfig) -> Column:
 JSON_ESCAPED = r'["\\\x00-\x1f]'
 
 
-def key_text() -> Column:
+def key_text(first: str = "_first_key", raw: str = "_raw_key") -> Column:
     """The key's canonical text, ``to_json`` of its values: ``["42"]``, ``["a","b"]``.
 
     A one-column key whose value needs no escaping is quoted by concatenation, which costs far
     less than a JSON generator per row and yields the same text.
     """
-    value = F.col("_first_key")
+    value = F.col(first)
     plain = (F.size("_cdc_keys") == 1) & value.isNotNull() & ~value.rlike(JSON_ESCAPED)
-    return F.when(plain, F.concat(F.lit('["'), value, F.lit('"]'))).otherwise(F.to_json("_raw_key"))
+    return F.when(plain, F.concat(F.lit('["'), value, F.lit('"]'))).otherwise(F.to_json(raw))
 
 
 def source_name() -> Column:
@@ -183,6 +183,28 @@ def resolve_changes(
             ),
         )
     )
+    # An update whose before image holds another key moved the row: the old key is deleted
+    # (see apply.moved_keys). Canal's ``old`` holds only changed columns: the rest are as after.
+    before = F.col("before")
+    updates = (F.col("kind") == UPSERT) & before.isNotNull() & (F.size(keys) > 0)
+    keyed = keyed.withColumn(
+        "_old_first", F.when(updates, F.coalesce(F.element_at(before, first), F.col("_first_key")))
+    ).withColumn(
+        "_old_raw_key",
+        F.when(updates & single, F.array("_old_first")).when(
+            updates,
+            F.transform(
+                keys,
+                lambda k: F.coalesce(
+                    F.element_at(before, k),
+                    F.element_at("key_values", k),
+                    F.element_at("image", k),
+                ),
+            ),
+        ),
+    )
+    old_key = key_text("_old_first", "_old_raw_key")
+    moved = updates & (F.size(F.array_compact("_old_raw_key")) == F.size(keys))
     missing = F.filter(
         keys, lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)).isNull()
     )
@@ -240,4 +262,8 @@ def resolve_changes(
         key_text().alias("_cdc_key"),
         F.concat(F.col("order"), position).alias("_cdc_order"),
         error.alias("_cdc_error"),
+        F.when(moved & (old_key != key_text()), old_key).alias("_cdc_old_key"),
+        F.when(
+            moved & (old_key != key_text()), F.map_from_arrays(keys, F.col("_old_raw_key"))
+        ).alias("_cdc_old_key_values"),
     )

@@ -155,7 +155,12 @@ def apply_with_ddl(
         rows, columns = segments.get(index, (0, []))
         if rows and not stopped:
             inventory = TargetInventory(
-                name, base.keys, columns, list(base.hints), unavailable=base.unavailable
+                name,
+                base.keys,
+                columns,
+                list(base.hints),
+                unavailable=base.unavailable,
+                moves_keys=base.moves_keys,
             )
             target, created = prepare_target(
                 ctx.spark,

@@ -97,6 +97,8 @@ def cached_columns(resolved: DataFrame, unavailable_values: tuple[str, ...] = ()
         "_cdc_key",
         "_cdc_order",
         "_cdc_error",
+        "_cdc_old_key",
+        "_cdc_old_key_values",
         F.when(F.col("_cdc_error").isNotNull(), F.col("raw")).alias("raw"),
         # A statement's table is named with the message's database and schema.
         F.when(F.col("_cdc_kind") == DDL, F.array("src_db", "src_schema")).alias("_cdc_ddl_scope"),
@@ -122,6 +124,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             F.when(is_change, F.col("schema_hint")).alias("hint"),
             F.when(is_change, F.col("_cdc_source")).alias("source"),
             (is_change & F.col("_cdc_unavailable")).alias("unavailable"),
+            (is_change & F.col("_cdc_old_key").isNotNull()).alias("moves_key"),
             (F.col("row_in_message") == 0).alias("first_row"),
         )
         .agg(
@@ -163,6 +166,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
         inv = inventories.setdefault(row["target"], TargetInventory(row["target"]))
         inv.keys = inv.keys or tuple(row["keys"])
         inv.unavailable = inv.unavailable or row["unavailable"]
+        inv.moves_keys = inv.moves_keys or row["moves_key"]
         inv.add_columns(list(row["columns"] or []))
         if row["hint"] is not None and row["hint"] not in inv.hints:
             inv.hints.append(row["hint"])

@@ -38,6 +38,9 @@ class TableSummary:
     append_only_deletes: int = 0
     # Changes to a table whose source was dropped (DROP TABLE/ERASE): not applied.
     source_dropped: int = 0
+    # Updates that moved a row to another key: each also deletes its old key, and that delete's
+    # outcome (deleted, delete of an absent key, superseded, older) is counted with the others.
+    key_changes: int = 0
 
 
 @dataclass
@@ -146,8 +149,11 @@ class RunSummary:
                 + t.append_only_deletes
                 + t.source_dropped
             )
-            if outcomes != t.messages:
-                problems.append(f"{t.table}: {t.messages} messages, {outcomes} outcomes counted")
+            if outcomes != t.messages + t.key_changes:
+                problems.append(
+                    f"{t.table}: {t.messages} messages + {t.key_changes} key changes, "
+                    f"{outcomes} outcomes counted"
+                )
         return problems
 
     def to_json(self) -> str:
@@ -260,6 +266,7 @@ class RunSummary:
                 f"inserted {t.inserted}, updated {t.updated}, deleted {t.deleted}; "
                 f"skipped: superseded {t.superseded}, older {t.older}, "
                 f"delete of absent key {t.deleted_absent}; dead-lettered {t.dead_lettered}"
+                + (f"; {t.key_changes} updates moved a row to another key" if t.key_changes else "")
             )
         if self.dead_letter_samples:
             lines.append(

@@ -48,6 +48,8 @@ class TargetInventory:
     hints: list[str] = field(default_factory=list)
     # Some changes carry placeholders for values not sent (see Decoder.unavailable_values).
     unavailable: bool = False
+    # Some updates moved a row to another key (the old key is deleted).
+    moves_keys: bool = False
 
     def add_columns(self, names: list[str]) -> None:
         """Record column names in first-seen order."""
@@ -246,6 +248,7 @@ def prepare_target(
         source_dropped=SOURCE_DROPPED_PROPERTY in properties,
         case_variants=variants,
         unavailable_values=decoder.unavailable_values if inventory.unavailable else (),
+        moves_keys=inventory.moves_keys,
     )
     return target, created
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pyspark.sql import functions as F
 
 from cdc_ingest.formats.base import DELETE, UPSERT, ColumnType, Decoder, TypeHint
-from cdc_ingest.formats.common import lookup, no_key_values, number, parse_error
+from cdc_ingest.formats.common import lookup, no_before, no_key_values, number, parse_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -116,6 +116,7 @@ class AerospikeDecoder(Decoder):
             F.when(lut > 0, lut).alias("event_ms"),
             F.lit(None).cast("string").alias("ddl"),
             F.lit(0).alias("row_in_message"),
+            no_before().alias("before"),
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 #   event_ms     bigint: source time of the change (or heartbeat), epoch millis, or null
 #   ddl          string: the statement of a DDL record, or null
 #   row_in_message  int: position of the row in a message that carries several (Canal), else 0
+#   before       map<string,string>: for an upsert that updates a row, the row's values before it
+#                (all columns, or only those that changed, like Canal's ``old``), else null; a key
+#                that differs there is an UPDATE that moved the row to another key
 CHANGE_COLUMNS = (
     "src_db",
     "src_schema",
@@ -43,6 +46,7 @@ CHANGE_COLUMNS = (
     "event_ms",
     "ddl",
     "row_in_message",
+    "before",
 )
 
 UPSERT = "upsert"

@@ -115,6 +115,10 @@ class CanalDecoder(Decoder):
             m.getField("es").cast("bigint").alias("event_ms"),
             F.when(kind == DDL, m.getField("sql")).alias("ddl"),
             F.coalesce(F.col("_pos"), F.lit(0)).alias("row_in_message"),
+            # ``old[i]``: the changed columns' previous values of ``data[i]``.
+            F.when(
+                F.upper(op) == "UPDATE", F.element_at(m.getField("old"), F.col("_pos") + 1)
+            ).alias("before"),
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

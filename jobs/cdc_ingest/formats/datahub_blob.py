@@ -29,6 +29,7 @@ from cdc_ingest.formats.common import (
     JSON_OPTIONS,
     lookup,
     mark_inexact_numbers,
+    no_before,
     no_key_values,
     non_empty,
     number,
@@ -157,6 +158,7 @@ class DataHubBlobDecoder(Decoder):
             event_ms.alias("event_ms"),
             F.when(kind == DDL, ddl).alias("ddl"),
             F.lit(0).alias("row_in_message"),
+            no_before().alias("before"),
         )
 
     @staticmethod

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pyspark.sql import functions as F
 
 from cdc_ingest.formats.base import DELETE, NOOP, UPSERT, ColumnType, Decoder, TypeHint
-from cdc_ingest.formats.common import no_key_values, number, parse_error
+from cdc_ingest.formats.common import no_before, no_key_values, number, parse_error
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -136,6 +136,7 @@ class DataHubTupleDecoder(Decoder):
             execute_ms.alias("event_ms"),
             F.lit(None).cast("string").alias("ddl"),
             F.lit(0).alias("row_in_message"),
+            no_before().alias("before"),
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

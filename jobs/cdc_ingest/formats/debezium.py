@@ -145,6 +145,7 @@ class DebeziumFamilyDecoder(Decoder):
             F.coalesce(source.getItem("ts_ms"), pick("ts_ms")).cast("bigint").alias("event_ms"),
             pick("ddl").alias("ddl"),
             F.lit(0).alias("row_in_message"),
+            F.when(kind == UPSERT, before).alias("before"),
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

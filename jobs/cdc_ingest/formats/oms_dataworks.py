@@ -109,6 +109,7 @@ class OmsDataWorksDecoder(Decoder):
             event_ms.alias("event_ms"),
             F.when(kind == DDL, ddl).alias("ddl"),
             F.lit(0).alias("row_in_message"),
+            F.when(kind == UPSERT, before).alias("before"),
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

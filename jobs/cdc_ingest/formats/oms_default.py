@@ -106,6 +106,7 @@ class OmsDefaultDecoder(Decoder):
             epoch_millis(meta.getItem("timestamp")).alias("event_ms"),
             F.when(kind == DDL, ddl).alias("ddl"),
             F.lit(0).alias("row_in_message"),
+            F.when(kind == UPSERT, prev).alias("before"),
         )
 
 

@@ -86,4 +86,5 @@ class OmsSharePlexDecoder(Decoder):
             event_ms.alias("event_ms"),
             F.lit(None).cast("string").alias("ddl"),
             F.lit(0).alias("row_in_message"),
+            F.when(is_update, previous).alias("before"),
         )
