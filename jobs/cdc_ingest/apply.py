@@ -16,6 +16,7 @@ from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
 from cdc_ingest.column_values import column_error, typed_value
+from cdc_ingest.commit_notes import commit_properties, counts_properties, earlier_counts
 from cdc_ingest.formats.base import DELETE, UPSERT, ColumnType
 from cdc_ingest.summary import TableSummary
 from cdc_ingest.tables import ORDER_COLUMN, holds_rows, quote
@@ -38,6 +39,17 @@ INSERT, UPDATE, DELETED, DELETED_ABSENT, SUPERSEDED, OLDER = (
     "older",
 )
 _views = itertools.count()
+# What a table's summary says about its changes (dead letters come from the batch, not the table).
+OUTCOMES = (
+    "messages",
+    "inserted",
+    "updated",
+    "deleted",
+    "deleted_absent",
+    "superseded",
+    "older",
+    "key_changes",
+)
 
 
 @dataclass(frozen=True)
@@ -302,8 +314,13 @@ def apply_table(
     batch_id: int,
     rows: int,
     created: bool,
+    part: str = "0",
+    resumed: bool = False,
 ) -> tuple[TableSummary, DataFrame]:
     """Apply this table's changes; returns its summary and its dead letters (typing errors).
+
+    Each commit carries the table's counts (``commit_notes``): a resumed batch reports the counts
+    of the attempt that changed the table, not its own (which finds those changes applied).
 
     Args:
         spark: the session.
@@ -314,6 +331,8 @@ def apply_table(
             so that typing errors cost a pass of their own only when there are some.
         created: whether this run created the table (``prepare_target`` creates it with a plain
             CREATE, so only one writer can), which then holds no rows to compare with.
+        part: which part of the batch's changes to the table (segments around DDL statements).
+        resumed: whether the batch was started by an earlier run.
 
     Returns:
         The summary and a dead-letter frame with ``_cdc_file_idx``, ``_cdc_line``, ``reason``,
@@ -359,15 +378,24 @@ def apply_table(
         older=by_action.get(OLDER, 0),
         dead_lettered=rows - (good - moved),
     )
-    if summary.inserted or summary.updated or summary.deleted:
-        if created:
-            _append_target(classified, target, batch_id)
-        else:
-            _merge_target(spark, classified, target)
-    if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
-        if tombstones:
-            _merge_tombstones(spark, classified, target, batch_id)
-        else:
-            _append_tombstones(classified, target, batch_id)
+    earlier = None
+    if resumed:
+        identifiers = [target.identifier, target.tombstones]
+        earlier = earlier_counts(spark, identifiers, batch_id, target.name, part)
+    outcome = {f: getattr(summary, f) for f in OUTCOMES} | {"created": created}
+    with commit_properties(spark, counts_properties(batch_id, target.name, part, outcome)):
+        if summary.inserted or summary.updated or summary.deleted:
+            if created:
+                _append_target(classified, target, batch_id)
+            else:
+                _merge_target(spark, classified, target)
+        if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
+            if tombstones:
+                _merge_tombstones(spark, classified, target, batch_id)
+            else:
+                _append_tombstones(classified, target, batch_id)
+    if earlier is not None:
+        for name in (*OUTCOMES, "created"):
+            setattr(summary, name, earlier.get(name, getattr(summary, name)))
     errors = typing_errors(typed, target)
     return summary, errors if summary.dead_lettered else errors.limit(0)

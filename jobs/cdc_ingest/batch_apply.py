@@ -91,6 +91,7 @@ def apply_all_tables(
         batch.cached,
         batch.resolved,
         batch.batch_id,
+        summary.resumed,
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].position)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
@@ -148,11 +149,13 @@ def _apply_plain(
     if fan_out:
         mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(base.name)))
     if target.keys:
-        table_summary, bad = apply_table(ctx.spark, mine, target, ctx.batch_id, rows, created)
+        table_summary, bad = apply_table(
+            ctx.spark, mine, target, ctx.batch_id, rows, created, resumed=ctx.resumed
+        )
     else:
         table_summary, bad = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows)
         table_summary.append_only = True
-    table_summary.created = created
+    table_summary.created = table_summary.created or created
     return table_summary, bad
 
 

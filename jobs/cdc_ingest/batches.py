@@ -1,9 +1,9 @@
 """The ``_cdc_batches`` table: one row per batch, what it read, what it did and how long it took.
 
 A batch's row is appended after its tables, dead letters and DDL history and before its checkpoint
-commit. A run killed before the row was written writes it when the batch is resumed; a run killed
-between the row and the checkpoint finds the row on resume and does not write a second one (the
-row then holds the first attempt's counts, which are the ones that changed the tables).
+commit. A run killed before the row was written writes it when the batch is resumed, with the counts
+of the attempt that changed each table (kept on the tables' commits, see ``commit_notes``); a run
+killed between the row and the checkpoint finds the row on resume and does not write a second one.
 
 Runs restricted to some tables (``--tables``) leave their files pending: they write a row marked
 ``partial`` each time they run, and the full batch that later commits those files writes its own.

@@ -52,6 +52,7 @@ class TableContext:
     cached: DataFrame
     resolved: DataFrame
     batch_id: int
+    resumed: bool = False
 
 
 def _add(total: TableSummary, part: TableSummary) -> None:
@@ -179,11 +180,20 @@ def apply_with_ddl(
         if rows and not stopped:
             mine = segmented.where(F.col(SEGMENT) == index).drop(SEGMENT)
             if target.keys:
-                part, errors = apply_table(ctx.spark, mine, target, ctx.batch_id, rows, created)
+                part, errors = apply_table(
+                    ctx.spark,
+                    mine,
+                    target,
+                    ctx.batch_id,
+                    rows,
+                    created,
+                    part=str(index),
+                    resumed=ctx.resumed,
+                )
             else:
                 part, errors = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows, index)
                 part.append_only = True
-            part.created = created
+            part.created = part.created or created
             _add(total, part)
             bad.append(errors)
         if index == len(events):

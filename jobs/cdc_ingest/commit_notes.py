@@ -1,0 +1,89 @@
+"""What a table commit remembers about its batch: snapshot properties on Iceberg commits, SQL too.
+
+A resumed batch re-applies its tables, and a table the first attempt already changed then reports
+its changes as ``older``. So that ``_cdc_batches`` describes the whole batch, each table's data
+(or tombstone) commit carries the batch id and that table's counts (``cdc.counts``), and the
+resumed attempt takes them from the table's snapshots.
+
+``MERGE INTO`` is SQL, which takes no write options: Iceberg's Spark writes add the properties of
+``org.apache.iceberg.spark.CommitMetadata`` (a per-thread map, public only through a Java callback
+API) to every commit of the thread. PySpark runs each Python thread's JVM calls on a thread of its
+own, so the map is set for the duration of the ``with`` block through reflection. If a later
+Iceberg renames it, commits carry no counts and a resumed batch reports its own attempt's
+(``tests/test_batch_counts.py`` says so first).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+BATCH_PROPERTY = "cdc.batch-id"
+COUNTS_PROPERTY = "cdc.counts"
+COMMIT_METADATA = "org.apache.iceberg.spark.CommitMetadata"
+
+
+def _thread_properties(spark: SparkSession) -> Any | None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        loader = jvm.Thread.currentThread().getContextClassLoader()
+        holder = jvm.java.lang.Class.forName(
+            "org.apache.iceberg.spark.CommitMetadata", True, loader
+        )
+        field = holder.getDeclaredField("COMMIT_PROPERTIES")
+        field.setAccessible(True)
+        return field.get(None)
+    except Exception:  # another Iceberg: no counts on commits, and nothing breaks
+        return None
+
+
+@contextmanager
+def commit_properties(spark: SparkSession, properties: dict[str, str]) -> Iterator[None]:
+    """Add ``properties`` to the snapshot of every Iceberg commit this thread makes in the block."""
+    local = _thread_properties(spark)
+    if local is None:
+        yield
+        return
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    values = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        values.put(key, value)
+    local.set(values)
+    try:
+        yield
+    finally:
+        local.remove()
+
+
+def counts_properties(
+    batch_id: int, table: str, part: str, counts: dict[str, Any]
+) -> dict[str, str]:
+    """The properties of one table's commit: its batch, and its counts for that part of it."""
+    note = {"table": table, "part": part, "counts": counts}
+    return {BATCH_PROPERTY: str(batch_id), COUNTS_PROPERTY: json.dumps(note, sort_keys=True)}
+
+
+def earlier_counts(
+    spark: SparkSession, identifiers: list[str], batch_id: int, table: str, part: str
+) -> dict[str, Any] | None:
+    """The counts an earlier attempt of the batch committed for this table and part, if any."""
+    for identifier in identifiers:
+        rows = spark.sql(
+            f"SELECT summary['{COUNTS_PROPERTY}'] AS note FROM {identifier}.snapshots "
+            f"WHERE summary['{BATCH_PROPERTY}'] = '{batch_id}'"
+        ).collect()
+        for row in rows:
+            if row["note"] is None:
+                continue
+            note = json.loads(row["note"])
+            if note.get("table") == table and note.get("part") == part:
+                counts: dict[str, Any] = note["counts"]
+                return counts
+    return None
