@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from cdc_ingest.changes import mark_applied_offsets, resolve_changes
 from cdc_ingest.checkpoint_store import CheckpointState, CheckpointStore
 from cdc_ingest.ddl_history import record_ddl
 from cdc_ingest.dead_letters import decode_error_samples, write_dead_letters
+from cdc_ingest.fault_injection import install_commit_fault, maybe_die
 from cdc_ingest.formats import load_decoder
 from cdc_ingest.inventory import Batch, FileStats, Inventory, cached_columns, take_inventory
 from cdc_ingest.landed_time import LandedRange
@@ -51,15 +51,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from cdc_ingest.config import Config
-
-# Fault injection for the crash-safety tests: the named step exits the process abruptly.
-FAIL_AT_ENV = "CDC_INGEST_FAIL_AT"
-
-
-def _maybe_die(step: str) -> None:
-    if os.environ.get(FAIL_AT_ENV) == step:
-        os._exit(99)
-
 
 class RunRefused(RuntimeError):
     """The run's options cannot be honoured in the pipeline's current state."""
@@ -129,6 +120,7 @@ def run_pipeline(
         RunRefused: ``tables`` given while a batch is pending.
     """
     options = options or RunOptions()
+    install_commit_fault()
     clock = _Clock()
     pipeline = config.pipeline(pipeline_name)
     decoder = load_decoder(pipeline.format, pipeline.options)
@@ -182,7 +174,7 @@ def run_pipeline(
             # awaited before any table is created or changed.
             planned = pool.submit(store.record_planned, plan)
         if not plan.files:
-            _maybe_die("after_plan")
+            maybe_die("after_plan")
         else:
             # A resumed or replayed plan was listed by an earlier run: its files are hashed again.
             left_out, seen = check_planned(
@@ -225,7 +217,7 @@ def run_pipeline(
             clock.lap("decode")
             if planned is not None:
                 planned.result()
-            _maybe_die("after_plan")
+            maybe_die("after_plan")
             if commits:
                 drop_rebuilt(spark, catalog, namespace, plan, existing)
             dead: list[DataFrame] = []
@@ -259,7 +251,7 @@ def run_pipeline(
                     spark, run_config, pipeline.name, decoder, batch, inventory, summary, events
                 )
                 clock.lap("apply")
-                _maybe_die("after_tables")
+                maybe_die("after_tables")
             if commits:
                 write_dead_letters(
                     spark,
@@ -289,7 +281,7 @@ def run_pipeline(
         return summary
     record_batch(spark, catalog, namespace, summary, options.run_id)
     if commits:
-        _maybe_die("before_checkpoint")
+        maybe_die("before_checkpoint")
         store.record_committed(plan, offsets, stats.records, summary.to_json(), left_out)
     return summary
 
