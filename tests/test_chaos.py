@@ -49,7 +49,7 @@ def _ddl(table: str, sql: str, kind: str, es: int) -> dict:
 
 # Three files, four tables (one created by DDL), a column added mid-stream, a key moved, a
 # delete of a key never seen, and a line that is not JSON.
-FILES = {
+FILES: dict[str, list[Any]] = {
     "001.json": [
         _row("orders", "INSERT", {"id": 1, "v": "a"}, 1),
         _row("orders", "INSERT", {"id": 2, "v": "b"}, 2),
