@@ -236,3 +236,22 @@ def test_table_names_differing_in_case_share_one_mirror_and_unicode_letters_are_
     )
     assert lake.rows("users") == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
     assert lake.rows("ünïcödé表") == [{"id": 3, "v": "c"}]
+
+
+def test_a_column_without_a_name_is_dead_lettered_and_the_rest_applies(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [_canal("orders", {"id": 1, "": "a"}, 1), _canal("orders", {"id": 2, "v": "b"}, 2)],
+    )
+
+    summary = lake.run("shop")
+
+    assert lake.rows("orders") == [{"id": 2, "v": "b"}]
+    assert summary.tables["orders"].dead_lettered == 1
+    [letter] = lake.dead_letters()
+    assert (letter["line"], letter["reason"]) == (
+        1,
+        "column name '' is empty or blank, which a table cannot hold: the change is not applied",
+    )

@@ -72,8 +72,9 @@ class TargetTable:
     tombstones: str
     # The source dropped the table (DROP TABLE/ERASE): the mirror is kept and receives no changes.
     source_dropped: bool = False
-    # Column names of the batch that differ from a column only in case, with that column's name.
-    case_variants: dict[str, str] = field(default_factory=dict)
+    # Column names of the batch the table cannot hold, with why: changes carrying them are
+    # dead-lettered (see target_schema.refused_columns).
+    refused_columns: dict[str, str] = field(default_factory=dict)
     # Placeholders some changes carry for values not sent: those columns keep what is stored.
     unavailable_values: tuple[str, ...] = ()
     # Some updates of the batch moved a row to another key.
@@ -102,17 +103,8 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
         values.append(typed.alias(name))
         errors.append(column_error(name, raw, typed, ctype))
     names = F.map_keys("image")
-    for variant, column in target.case_variants.items():
-        errors.insert(
-            0,
-            F.when(
-                F.array_contains(names, variant),
-                F.lit(
-                    f"column '{variant}' differs from column '{column}' only in case (column "
-                    "names are compared without case): the change is not applied"
-                ),
-            ),
-        )
+    for refused, why in target.refused_columns.items():
+        errors.insert(0, F.when(F.array_contains(names, refused), F.lit(why)))
     moved = [MOVED_COLUMN] if MOVED_COLUMN in changes.columns else []
     return changes.where(F.col("_cdc_target") == target.name).select(
         *moved,

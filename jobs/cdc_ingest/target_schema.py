@@ -190,8 +190,8 @@ def prepare_target(
         existing = {
             n: t for n, t in table_columns(spark, identifier).items() if n not in SYSTEM_COLUMNS
         }
-    variants = case_variants([*existing, *columns])
-    columns = [c for c in columns if c not in variants]
+    refused = refused_columns([*existing, *columns])
+    columns = [c for c in columns if c not in refused]
     types: dict[str, ColumnType] = {}
     widened: dict[str, str] = {}
     for name, stype in existing.items():
@@ -246,23 +246,32 @@ def prepare_target(
         columns=types,
         tombstones=qualified(catalog, namespace, TOMBSTONES),
         source_dropped=SOURCE_DROPPED_PROPERTY in properties,
-        case_variants=variants,
+        refused_columns=refused,
         unavailable_values=decoder.unavailable_values if inventory.unavailable else (),
         moves_keys=inventory.moves_keys,
     )
     return target, created
 
 
-def case_variants(names: list[str]) -> dict[str, str]:
-    """Names that differ from an earlier one only in case, each with the earlier spelling.
+def refused_columns(names: list[str]) -> dict[str, str]:
+    """Column names a table cannot hold, each with the dead letter's reason.
 
     Spark and Iceberg here compare column names without case: ``id`` and ``ID`` cannot both be
-    columns, so changes carrying the later spelling are dead-lettered (see ``typed_changes``).
+    columns, so changes carrying the later spelling are dead-lettered; and a column needs a name.
     """
     first: dict[str, str] = {}
-    variants: dict[str, str] = {}
+    refused: dict[str, str] = {}
     for name in names:
+        if not name.strip():
+            refused[name] = (
+                f"column name {name!r} is empty or blank, which a table cannot hold: "
+                "the change is not applied"
+            )
+            continue
         kept = first.setdefault(name.lower(), name)
         if kept != name:
-            variants[name] = kept
-    return variants
+            refused[name] = (
+                f"column '{name}' differs from column '{kept}' only in case (column names are "
+                "compared without case): the change is not applied"
+            )
+    return refused
