@@ -255,3 +255,31 @@ def test_a_column_without_a_name_is_dead_lettered_and_the_rest_applies(lake):
         1,
         "column name '' is empty or blank, which a table cannot hold: the change is not applied",
     )
+
+
+def test_a_table_the_batch_cannot_apply_is_dead_lettered_whole_and_the_others_apply(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [_canal("orders", {"id": 1, "v": "a"}, 1), _canal("items", {"id": 1, "v": "x"}, 2)],
+    )
+    lake.run("shop")
+    # A mirror damaged by hand: its ordering column is gone.
+    lake.spark.sql(f"ALTER TABLE {lake.catalog}.ods.orders DROP COLUMN _cdc_order")
+    lake.land(
+        "shop",
+        "002.json",
+        [_canal("orders", {"id": 2, "v": "b"}, 3), _canal("items", {"id": 2, "v": "y"}, 4)],
+    )
+
+    summary = lake.run("shop")
+
+    assert lake.rows("items") == [{"id": 1, "v": "x"}, {"id": 2, "v": "y"}]
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}]
+    assert (summary.messages, summary.dead_lettered) == (1, 1)
+    [letter] = lake.dead_letters()
+    assert (letter["line"], letter["target_table"]) == (1, "orders")
+    assert letter["reason"].startswith("table orders could not be applied: ")
+    assert "_cdc_order" in letter["reason"]
+    assert lake.run("shop").batch_id is None

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from cdc_ingest.append_only import apply_append_only
 from cdc_ingest.apply import apply_table
+from cdc_ingest.commit_notes import BATCH_PROPERTY
 from cdc_ingest.evolving_apply import TableContext, apply_with_ddl
 from cdc_ingest.formats.base import DELETE, UPSERT
 from cdc_ingest.schema_evolution import EVOLVE, ignored_rows
@@ -104,22 +106,67 @@ def apply_all_tables(
             summary.skipped_tables[name] = "append-only: only a full run appends its rows"
             summary.skipped_table_messages += inventory.rows.get(name, 0)
             continue
-        if name in by_table:
-            table_summary, errors = apply_with_ddl(ctx, name, by_table[name], changes, base)
-            dead += errors
-        else:
-            rows = inventory.rows.get(name, 0)
-            table_summary, bad = _apply_plain(ctx, base, rows, changes, name in fan_out, evolve)
-            if bad is not None:
-                dead.append(bad)
-            if not evolve:
-                identifier = qualified(ctx.catalog, ctx.namespace, name)
-                summary.ignored_values += ignored_rows(spark, changes, name, identifier)
+        rows = inventory.rows.get(name, 0)
+        try:
+            if name in by_table:
+                table_summary, errors = apply_with_ddl(ctx, name, by_table[name], changes, base)
+                dead += errors
+            else:
+                table_summary, bad = _apply_plain(ctx, base, rows, changes, name in fan_out, evolve)
+                if bad is not None:
+                    dead.append(bad)
+                if not evolve:
+                    identifier = qualified(ctx.catalog, ctx.namespace, name)
+                    summary.ignored_values += ignored_rows(spark, changes, name, identifier)
+        except AnalysisException as exc:
+            # The table's own fault (a mirror altered by hand, a name or type Spark refuses),
+            # as long as none of its changes were committed: its changes become dead letters
+            # with the reason, and the other tables of the batch flow.
+            if _committed_in_batch(spark, batch, name):
+                raise
+            reason = f"table {name} could not be applied: {_first_line(exc)}"
+            table_summary, refused = _refuse_table(changes, name, rows, reason)
+            dead.append(refused)
+            for event in by_table.get(name, []):
+                event.status, event.detail = "failed", reason
         if table_summary.messages or table_summary.created or table_summary.dead_lettered:
             summary.tables[name] = table_summary
         summary.messages -= table_summary.dead_lettered
         summary.dead_lettered += table_summary.dead_lettered
     return dead
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _committed_in_batch(spark: SparkSession, batch: Batch, name: str) -> bool:
+    """Whether a commit of this batch already changed the table (then it is not refused whole)."""
+    if name not in batch.existing and not spark.catalog.tableExists(
+        qualified(batch.catalog, batch.namespace, name)
+    ):
+        return False
+    identifier = qualified(batch.catalog, batch.namespace, name)
+    mine = spark.sql(f"SELECT summary FROM {identifier}.snapshots").where(
+        F.col("summary").getItem(BATCH_PROPERTY) == str(batch.batch_id)
+    )
+    return bool(mine.limit(1).count())
+
+
+def _refuse_table(
+    changes: DataFrame, name: str, rows: int, reason: str
+) -> tuple[TableSummary, DataFrame]:
+    """Every change aimed at a table, as dead letters with one reason."""
+    letters = changes.where(F.col("_cdc_target") == name).select(
+        "_cdc_file_idx",
+        "_cdc_line",
+        "row_in_message",
+        F.lit(reason).alias("reason"),
+        F.col("_cdc_source").alias("source_table"),
+        F.lit(name).alias("target_table"),
+    )
+    return TableSummary(name, dead_lettered=rows), letters
 
 
 def _apply_plain(

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
     from cdc_ingest.config import Config
 
+
 class RunRefused(RuntimeError):
     """The run's options cannot be honoured in the pipeline's current state."""
 
