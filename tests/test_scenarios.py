@@ -152,9 +152,10 @@ def test_a_value_that_does_not_fit_its_column_is_dead_lettered(pipe, fmt):
     assert rows(pipe) == [ALICE]
 
 
-# Formats whose update does not carry the old key in one message (DataHub splits an update in two
-# messages; an Aerospike write names its record by digest only): the old key stays (docs/formats).
-OLD_KEY_NOT_IN_THE_UPDATE = {"aerospike", "datahub-blob", "datahub-tuple"}
+# Formats whose update does not carry the old key (DataHub Tuple's two records name no key; an
+# Aerospike write names its record by digest only): the old key stays (docs/formats.md). DataHub
+# Blob's two halves of an update are paired inside a batch.
+OLD_KEY_NOT_IN_THE_UPDATE = {"aerospike", "datahub-tuple"}
 
 
 def test_an_update_that_changes_the_key_moves_the_row(pipe, fmt):

@@ -21,6 +21,7 @@ from cdc_ingest.schema_evolution import EVOLVE, ignored_rows
 from cdc_ingest.summary import TableSummary
 from cdc_ingest.tables import qualified
 from cdc_ingest.target_schema import TargetInventory, prepare_target, table_keys
+from cdc_ingest.update_images import pair_before_halves
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -107,12 +108,16 @@ def apply_all_tables(
             summary.skipped_table_messages += inventory.rows.get(name, 0)
             continue
         rows = inventory.rows.get(name, 0)
+        mine = changes
+        if name in inventory.before_halves:
+            mine = pair_before_halves(batch.cached, changes, name)
+            base.moves_keys = True
         try:
             if name in by_table:
-                table_summary, errors = apply_with_ddl(ctx, name, by_table[name], changes, base)
+                table_summary, errors = apply_with_ddl(ctx, name, by_table[name], mine, base)
                 dead += errors
             else:
-                table_summary, bad = _apply_plain(ctx, base, rows, changes, name in fan_out, evolve)
+                table_summary, bad = _apply_plain(ctx, base, rows, mine, name in fan_out, evolve)
                 if bad is not None:
                     dead.append(bad)
                 if not evolve:

@@ -44,6 +44,8 @@ class Inventory:
     # Deletes that name no table, and their key columns: they apply to every table keyed so.
     tableless_deletes: int = 0
     tableless_keys: tuple[str, ...] = ()
+    # Tables with before halves of two-message updates in the batch (see update_images).
+    before_halves: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -68,12 +70,20 @@ class FileStats:
         return [(i, t, p, lo, hi, n) for (i, t, p), (lo, hi, n) in self.ranges.items()]
 
 
-def cached_columns(resolved: DataFrame, unavailable_values: tuple[str, ...] = ()) -> DataFrame:
+def cached_columns(
+    resolved: DataFrame,
+    unavailable_values: tuple[str, ...] = (),
+    before_half_ops: tuple[str, ...] = (),
+) -> DataFrame:
     """The columns to cache: what inventory, apply, dead letters and file stats read.
 
     With ``unavailable_values`` (the format's placeholders for values not sent), records whose
-    text holds one are flagged, so that only their tables pay for keeping stored values.
+    text holds one are flagged, so that only their tables pay for keeping stored values; with
+    ``before_half_ops``, the before halves of two-message updates are flagged.
     """
+    before_half = F.lit(False)
+    if before_half_ops:
+        before_half = F.upper(F.col("op")).isin(*before_half_ops)
     unavailable = F.lit(False)
     for placeholder in unavailable_values:
         unavailable = unavailable | F.col("value").contains(placeholder)
@@ -104,6 +114,7 @@ def cached_columns(resolved: DataFrame, unavailable_values: tuple[str, ...] = ()
         F.when(F.col("_cdc_kind") == DDL, F.array("src_db", "src_schema")).alias("_cdc_ddl_scope"),
         image_sample(),
         unavailable.alias("_cdc_unavailable"),
+        before_half.alias("_cdc_before_half"),
     )
 
 
@@ -125,6 +136,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             F.when(is_change, F.col("_cdc_source")).alias("source"),
             (is_change & F.col("_cdc_unavailable")).alias("unavailable"),
             (is_change & F.col("_cdc_old_key").isNotNull()).alias("moves_key"),
+            F.when(ok & F.col("_cdc_before_half"), F.col("_cdc_target")).alias("before_half_of"),
             (F.col("row_in_message") == 0).alias("first_row"),
         )
         .agg(
@@ -139,6 +151,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
     rows: dict[str, int] = {}
     tableless, tableless_keys = 0, tuple[str, ...]()
     sources: dict[str, set[str]] = {}
+    before_halves: set[str] = set()
     for row in inventory_rows:
         stats.add(row)
         summary.records += row["count"]
@@ -156,6 +169,8 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             summary.ddl_recorded += row["count"]
         elif row["_cdc_kind"] == DUPLICATE:
             summary.already_applied += row["count"]
+        if row["before_half_of"]:
+            before_halves.add(row["before_half_of"])
         if row["target"] is None:
             if row["_cdc_kind"] == DELETE and row["keys"] is not None:
                 tableless += row["count"]
@@ -172,7 +187,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             inv.hints.append(row["hint"])
     summary.deletes_without_table = tableless
     summary.merged_sources = _case_merges(sources)
-    return Inventory(inventories, rows, tableless, tableless_keys)
+    return Inventory(inventories, rows, tableless, tableless_keys, before_halves)
 
 
 def _case_merges(sources: dict[str, set[str]]) -> dict[str, list[str]]:

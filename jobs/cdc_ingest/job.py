@@ -201,9 +201,9 @@ def run_pipeline(
             # Filled by the inventory's pass. Rows in a local checkpoint cost less CPU to store and
             # to read again than a columnar cache; a lost executor fails the batch (safe to rerun)
             # instead of re-reading the files.
-            cached = cached_columns(resolved, decoder.unavailable_values).localCheckpoint(
-                eager=False
-            )
+            cached = cached_columns(
+                resolved, decoder.unavailable_values, decoder.before_half_ops
+            ).localCheckpoint(eager=False)
             batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
             inventory = take_inventory(batch, summary, stats)
             # The batch is in the local checkpoint now: a file that moved while it was read may

@@ -3,6 +3,9 @@ not send.
 
 - An update whose before image holds another key moved the row (``resolve_changes`` sets
   ``_cdc_old_key``): the old key is deleted in the update's place in the stream.
+- An update sent as two messages (DataHub's UPDATE_BEFOR, then UPDATE_AFTER, sharing a sequence
+  id) is paired inside the batch: a pair whose keys differ moved the row (``pair_before_halves``).
+  A pair split across two batches cannot be paired: the old key stays.
 - A value sent as the format's placeholder for "not sent" (Debezium's TOAST placeholder) keeps the
   key's value from an earlier change of the batch, else the table's (``KEEP_COLUMN``).
 """
@@ -14,7 +17,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import DELETE
+from cdc_ingest.formats.base import DELETE, UPSERT
 from cdc_ingest.tables import ORDER_COLUMN
 
 if TYPE_CHECKING:
@@ -79,4 +82,40 @@ def fill_unsent(good: DataFrame, columns: list[str]) -> DataFrame:
         F.array_compact(F.array(*[F.when(sent[c].isNull(), F.lit(c)) for c in columns])).alias(
             KEEP_COLUMN
         ),
+    )
+
+
+def pair_before_halves(cached: DataFrame, changes: DataFrame, table: str) -> DataFrame:
+    """This table's changes, where an update's after half whose before half (same first ordering
+    value, in this batch) names another key gets that key as ``_cdc_old_key``."""
+    halves = cached.where(
+        F.col("_cdc_before_half")
+        & F.col("_cdc_error").isNull()
+        & (F.col("_cdc_target") == table)
+        & F.col("_cdc_key").isNotNull()
+    ).select(
+        F.element_at("_cdc_order", 1).alias("_pair"),
+        F.col("_cdc_key").alias("_half_key"),
+        F.col("image").alias("_half_image"),
+    )
+    mine = changes.where(F.col("_cdc_target") == table)
+    joined = mine.join(halves, F.element_at(mine["_cdc_order"], 1) == halves["_pair"], "left")
+    moved = (
+        (F.col("_cdc_kind") == UPSERT)
+        & F.col("_cdc_old_key").isNull()
+        & F.col("_half_key").isNotNull()
+        & (F.col("_half_key") != F.col("_cdc_key"))
+    )
+    old_values = F.map_from_arrays(
+        "_cdc_keys", F.transform("_cdc_keys", lambda k: F.element_at("_half_image", k))
+    )
+    return joined.select(
+        *[
+            F.when(moved, F.col("_half_key")).otherwise(F.col(c)).alias(c)
+            if c == "_cdc_old_key"
+            else F.when(moved, old_values).otherwise(F.col(c)).alias(c)
+            if c == "_cdc_old_key_values"
+            else F.col(c)
+            for c in mine.columns
+        ]
     )

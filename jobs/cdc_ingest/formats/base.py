@@ -104,6 +104,10 @@ class Decoder(ABC):
     #: Values that stand for "not sent, unchanged" (Debezium's TOAST placeholder, as text and as
     #: Base64 bytes): such a column keeps its stored value instead of taking the placeholder.
     unavailable_values: ClassVar[tuple[str, ...]] = ()
+    #: Ops of a message that is the before half of an update sent as two messages sharing the
+    #: first ordering value (DataHub's UPDATE_BEFOR, then UPDATE_AFTER). Such a message changes no
+    #: row; its image is the row before, so that a pair whose key differs moves the row.
+    before_half_ops: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         """Keep the pipeline's format options (see :mod:`cdc_ingest.formats.options`)."""

@@ -29,7 +29,6 @@ from cdc_ingest.formats.common import (
     JSON_OPTIONS,
     lookup,
     mark_inexact_numbers,
-    no_before,
     no_key_values,
     non_empty,
     number,
@@ -99,6 +98,7 @@ class DataHubBlobDecoder(Decoder):
     name: ClassVar[str] = "datahub-blob"
     # DataHub shards a table without a primary key by table name: kept as an append-only log.
     keyless_tables_append_only: ClassVar[bool] = True
+    before_half_ops: ClassVar[tuple[str, ...]] = ("UPDATE_BEFOR", "UPDATE_BEFORE")
     image_json_paths: ClassVar[tuple[str, ...]] = (
         "$.payload.after.dataColumn",
         "$.payload.before.dataColumn",
@@ -118,7 +118,11 @@ class DataHubBlobDecoder(Decoder):
         kind = lookup(OPS, F.upper(op))
         before = payload.getField("before").getField("dataColumn")
         after = payload.getField("after").getField("dataColumn")
-        image = mark_inexact_numbers(F.when(kind == DELETE, before).otherwise(after), text)
+        # The before half of an update pair keeps its image: it names the key the row had.
+        before_half = F.upper(op).isin(*self.before_half_ops)
+        image = mark_inexact_numbers(
+            F.when((kind == DELETE) | before_half, before).otherwise(after), text
+        )
         table = source.getItem("tableName")
         event_time = payload.getField("timestamp").getItem("eventTime").cast("bigint")
         # Full-sync rows carry eventTime -1 (Paimon's aliyun data): no source time, so no freshness.
@@ -158,7 +162,8 @@ class DataHubBlobDecoder(Decoder):
             event_ms.alias("event_ms"),
             F.when(kind == DDL, ddl).alias("ddl"),
             F.lit(0).alias("row_in_message"),
-            no_before().alias("before"),
+            # Paimon's aliyun form: one UPDATE carrying both images.
+            F.when(kind == UPSERT, before).alias("before"),
         )
 
     @staticmethod
