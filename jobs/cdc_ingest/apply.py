@@ -79,6 +79,8 @@ class TargetTable:
     unavailable_values: tuple[str, ...] = ()
     # Some updates of the batch moved a row to another key.
     moves_keys: bool = False
+    # Created by this batch (by this run, or by an earlier attempt of the batch).
+    created_in_batch: bool = False
 
 
 def _raw(name: str, keys: tuple[str, ...]) -> Column:

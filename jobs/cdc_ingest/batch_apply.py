@@ -193,6 +193,7 @@ def _apply_plain(
         ctx.cached,
         ctx.resolved,
         evolve,
+        ctx.batch_id,
     )
     ctx.existing.add(base.name)
     if target.source_dropped:
@@ -207,7 +208,7 @@ def _apply_plain(
     else:
         table_summary, bad = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows)
         table_summary.append_only = True
-    table_summary.created = table_summary.created or created
+    table_summary.created = table_summary.created or created or target.created_in_batch
     return table_summary, bad
 
 

@@ -87,3 +87,43 @@ def earlier_counts(
                 counts: dict[str, Any] = note["counts"]
                 return counts
     return None
+
+
+# What the statements of the batch being applied did to a table, kept on the table itself before
+# each statement runs: a resumed batch finds its statements already done (a column that exists,
+# a table created or renamed) and reports what they did rather than "nothing to change".
+DDL_OUTCOMES_PROPERTY = "cdc.ddl-outcomes"
+
+
+def _position(batch_id: int, position: tuple[int, int, int]) -> str:
+    return ":".join(str(p) for p in (batch_id, *position))
+
+
+def ddl_note(
+    properties: dict[str, str], batch_id: int, position: tuple[int, int, int]
+) -> tuple[str, str] | None:
+    """(status, detail) an earlier attempt of this batch noted for the statement at ``position``."""
+    try:
+        notes = json.loads(properties.get(DDL_OUTCOMES_PROPERTY) or "{}")
+    except ValueError:
+        return None
+    found = notes.get(_position(batch_id, position)) if isinstance(notes, dict) else None
+    return (str(found[0]), str(found[1])) if isinstance(found, list) and len(found) == 2 else None
+
+
+def with_ddl_note(
+    properties: dict[str, str],
+    batch_id: int,
+    position: tuple[int, int, int],
+    status: str,
+    detail: str,
+) -> str:
+    """The property's new value: this batch's notes so far (others dropped) plus this one."""
+    try:
+        notes = json.loads(properties.get(DDL_OUTCOMES_PROPERTY) or "{}")
+    except ValueError:
+        notes = {}
+    mine = f"{batch_id}:"
+    kept = {k: v for k, v in notes.items() if k.startswith(mine)} if isinstance(notes, dict) else {}
+    kept[_position(batch_id, position)] = [status, detail]
+    return json.dumps(kept, sort_keys=True)

@@ -14,18 +14,19 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.append_only import apply_append_only
 from cdc_ingest.apply import apply_table
+from cdc_ingest.commit_notes import DDL_OUTCOMES_PROPERTY, ddl_note, with_ddl_note
 from cdc_ingest.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
 from cdc_ingest.schema_evolution import (
     APPLIED,
     SEGMENT,
     UNCHANGED,
     DdlEvent,
-    apply_statement,
+    plan_statement,
     segment_of,
     table_level,
 )
 from cdc_ingest.summary import TableSummary
-from cdc_ingest.tables import TOMBSTONES, create_target, qualified, quote
+from cdc_ingest.tables import TOMBSTONES, create_target, qualified, quote, sql_string
 from cdc_ingest.target_schema import (
     KEYS_PROPERTY,
     SOURCE_DROPPED_PROPERTY,
@@ -77,15 +78,36 @@ def _segments(changes: DataFrame, name: str) -> dict[int, tuple[int, list[str]]]
     return {r[SEGMENT]: (r["rows"], list(r["columns"])) for r in rows}
 
 
+def _note(
+    ctx: TableContext,
+    identifier: str,
+    properties: dict[str, str],
+    event: DdlEvent,
+    status: str,
+    detail: str,
+) -> None:
+    """Keep on the table what the statement does, before doing it (see commit_notes)."""
+    note = with_ddl_note(properties, ctx.batch_id, event.position, status, detail)
+    ctx.spark.sql(
+        f"ALTER TABLE {identifier} SET TBLPROPERTIES "
+        f"('{DDL_OUTCOMES_PROPERTY}' = {sql_string(note)})"
+    )
+
+
 def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[str, ...]) -> None:
     """CREATE, RENAME or DROP TABLE."""
     identifier = qualified(ctx.catalog, ctx.namespace, name)
     [change] = [c for c in event.parsed.changes if c.action == table_level(event)]
     if change.action == CREATE_TABLE:
-        if name in ctx.existing and SOURCE_DROPPED_PROPERTY in table_properties(
-            ctx.spark, identifier
-        ):
+        properties = table_properties(ctx.spark, identifier) if name in ctx.existing else {}
+        earlier = ddl_note(properties, ctx.batch_id, event.position) if ctx.resumed else None
+        if earlier is not None:
+            event.status, event.detail = earlier
+            return
+        if SOURCE_DROPPED_PROPERTY in properties:
             # The source re-created a table it dropped: the new table starts empty.
+            detail = "re-created by the source: the old rows were removed, changes apply again"
+            _note(ctx, identifier, properties, event, APPLIED, detail)
             ctx.spark.sql(f"DELETE FROM {identifier}")
             ctx.spark.sql(
                 f"ALTER TABLE {identifier} UNSET TBLPROPERTIES ('{SOURCE_DROPPED_PROPERTY}')"
@@ -99,16 +121,26 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
             event.status, event.detail = UNCHANGED, "the table exists already"
             return
         table_key = keys or change.keys
-        properties = {KEYS_PROPERTY: ",".join(table_key)}
-        create_target(ctx.spark, identifier, change.columns, table_key, properties)
+        detail = f"created with key {list(table_key)}"
+        note = with_ddl_note({}, ctx.batch_id, event.position, APPLIED, detail)
+        created = {KEYS_PROPERTY: ",".join(table_key), DDL_OUTCOMES_PROPERTY: note}
+        create_target(ctx.spark, identifier, change.columns, table_key, created)
         ctx.existing.add(name)
-        event.status, event.detail = APPLIED, f"created with key {list(table_key)}"
+        event.status, event.detail = APPLIED, detail
     elif change.action == RENAME_TABLE and event.renamed_to:
         new = event.renamed_to
+        if ctx.resumed and name not in ctx.existing and new in ctx.existing:
+            moved = table_properties(ctx.spark, qualified(ctx.catalog, ctx.namespace, new))
+            earlier = ddl_note(moved, ctx.batch_id, event.position)
+            if earlier is not None:
+                event.status, event.detail = earlier
+                return
         if name not in ctx.existing or new in ctx.existing:
             event.status = UNCHANGED
             event.detail = f"cannot rename {name} to {new}: source missing or target exists"
             return
+        detail = f"renamed to {new}; later changes follow it"
+        _note(ctx, identifier, table_properties(ctx.spark, identifier), event, APPLIED, detail)
         # The new name stays in the catalog: Spark wants it without the catalog part.
         ctx.spark.sql(f"ALTER TABLE {identifier} RENAME TO {quote(ctx.namespace)}.{quote(new)}")
         tombstones = qualified(ctx.catalog, ctx.namespace, TOMBSTONES)
@@ -117,7 +149,7 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
         )
         ctx.existing.discard(name)
         ctx.existing.add(new)
-        event.status, event.detail = APPLIED, f"renamed to {new}; later changes follow it"
+        event.status, event.detail = APPLIED, detail
     elif change.action == DROP_TABLE:
         if name in ctx.existing:
             position = ":".join(str(p) for p in (ctx.batch_id, *event.position))
@@ -172,6 +204,7 @@ def apply_with_ddl(
                 ctx.decoder,
                 ctx.cached,
                 ctx.resolved,
+                batch_id=ctx.batch_id,
             )
             ctx.existing.add(name)
             if target.source_dropped:
@@ -193,7 +226,7 @@ def apply_with_ddl(
             else:
                 part, errors = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows, index)
                 part.append_only = True
-            part.created = part.created or created
+            part.created = part.created or created or target.created_in_batch
             _add(total, part)
             bad.append(errors)
         if index == len(events):
@@ -213,5 +246,11 @@ def apply_with_ddl(
                 event.status, event.detail = UNCHANGED, "the source dropped the table"
                 continue
             keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k)
-            event.status, event.detail = apply_statement(ctx.spark, identifier, keys, event)
+            status, detail, statements = plan_statement(ctx.spark, identifier, keys, event)
+            earlier = ddl_note(properties, ctx.batch_id, event.position) if ctx.resumed else None
+            if statements and earlier is None:
+                _note(ctx, identifier, properties, event, status, detail)
+            for statement in statements:
+                ctx.spark.sql(statement)
+            event.status, event.detail = earlier or (status, detail)
     return total, bad

@@ -162,37 +162,39 @@ def _check(change: SchemaChange, columns: dict[str, str], keys: tuple[str, ...])
     return None
 
 
-def apply_statement(
+def plan_statement(
     spark: SparkSession, identifier: str, keys: tuple[str, ...], event: DdlEvent
-) -> tuple[str, str]:
-    """Apply one parsed statement to an existing table, whole or not at all.
+) -> tuple[str, str, list[str]]:
+    """What one parsed statement does to an existing table, whole or not at all.
 
     Returns:
-        (status, detail) for the DDL history.
+        (status, detail) for the DDL history, and the SQL statements that do it (none when it is
+        rejected or changes nothing).
     """
     parsed = event.parsed
     if parsed.error is not None:
-        return REJECTED, parsed.error
+        return REJECTED, parsed.error, []
     columns = {n: t for n, t in table_columns(spark, identifier).items() if n not in SYSTEM_COLUMNS}
     for change in parsed.changes:
         problem = _check(change, columns, keys)
         if problem:
-            return REJECTED, f"{change.detail}: {problem}; nothing of the statement was applied"
+            return REJECTED, f"{change.detail}: {problem}; nothing of the statement was applied", []
     done: list[str] = []
+    statements: list[str] = []
     for change in parsed.changes:
         name = change.column or ""
         if change.action == ADD_COLUMN and name not in columns and change.column_type:
-            spark.sql(
+            statements.append(
                 f"ALTER TABLE {identifier} ADD COLUMN {quote(name)} {change.column_type.spark_type}"
             )
             columns[name] = change.column_type.spark_type
             done.append(f"added {name} {change.column_type.spark_type}")
         elif change.action == DROP_COLUMN and name in columns:
-            spark.sql(f"ALTER TABLE {identifier} DROP COLUMN {quote(name)}")
+            statements.append(f"ALTER TABLE {identifier} DROP COLUMN {quote(name)}")
             del columns[name]
             done.append(f"dropped {name}")
         elif change.action == RENAME_COLUMN and name in columns and change.new_name:
-            spark.sql(
+            statements.append(
                 f"ALTER TABLE {identifier} RENAME COLUMN {quote(name)} TO {quote(change.new_name)}"
             )
             columns[change.new_name] = columns.pop(name)
@@ -205,17 +207,16 @@ def apply_statement(
         ):
             new = change.column_type.spark_type
             if columns[name] != new and widens(columns[name], new):
-                spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {new}")
+                statements.append(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {new}")
                 done.append(f"widened {name} to {new}")
                 columns[name] = new
         elif change.action == TRUNCATE_TABLE:
-            spark.sql(f"DELETE FROM {identifier}")
+            statements.append(f"DELETE FROM {identifier}")
             done.append("removed every row")
     if not done:
-        return UNCHANGED, "nothing to change in Iceberg (" + ", ".join(
-            c.detail for c in parsed.changes
-        ) + ")"
-    return APPLIED, "; ".join(done)
+        unchanged = ", ".join(c.detail for c in parsed.changes)
+        return UNCHANGED, f"nothing to change in Iceberg ({unchanged})", []
+    return APPLIED, "; ".join(done), statements
 
 
 def table_level(event: DdlEvent) -> str | None:

@@ -71,13 +71,19 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def qualified(catalog: str, namespace: str, table: str) -> str:
     """``catalog.namespace.table``, each part quoted."""
     return ".".join(quote(p) for p in (catalog, namespace, table))
 
 
 def _properties(extra: dict[str, str] | None = None) -> str:
-    return ", ".join(f"'{k}'='{v}'" for k, v in {**TABLE_PROPERTIES, **(extra or {})}.items())
+    merged = {**TABLE_PROPERTIES, **(extra or {})}
+    return ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in merged.items())
 
 
 def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:

@@ -36,6 +36,7 @@ KEYS_PROPERTY = "cdc.keys"
 # Set when the source drops the table: the mirror is kept and no longer receives changes, until
 # the source creates a table of that name again.
 SOURCE_DROPPED_PROPERTY = "cdc.source-dropped"
+CREATED_IN_PROPERTY = "cdc.created-in-batch"
 
 
 @dataclass
@@ -171,8 +172,12 @@ def prepare_target(
     batch: DataFrame,
     records: DataFrame,
     evolve: bool = True,
+    batch_id: int | None = None,
 ) -> tuple[TargetTable, bool]:
     """Create or extend the target table; returns it and whether it was created.
+
+    A table created here remembers the batch that created it (``CREATED_IN_PROPERTY``), so that
+    a resumed batch still reports the tables its first attempt created.
 
     ``batch`` and ``records`` are as for ``infer_types``. Without ``evolve`` an existing table
     keeps its columns: values of columns it lacks are not applied.
@@ -217,7 +222,10 @@ def prepare_target(
     keys = inventory.keys
     if created:
         ordered = {c: types[c] for c in columns}
-        if not create_target(spark, identifier, ordered, keys, {KEYS_PROPERTY: ",".join(keys)}):
+        created_with = {KEYS_PROPERTY: ",".join(keys)}
+        if batch_id is not None:
+            created_with[CREATED_IN_PROPERTY] = str(batch_id)
+        if not create_target(spark, identifier, ordered, keys, created_with):
             # Another writer created it since the run started: extend it like any existing table.
             existing_tables = {*existing_tables, inventory.name}
             return prepare_target(
@@ -230,6 +238,7 @@ def prepare_target(
                 batch,
                 records,
                 evolve,
+                batch_id,
             )
     properties: dict[str, str] = {}
     if not created:
@@ -249,6 +258,7 @@ def prepare_target(
         refused_columns=refused,
         unavailable_values=decoder.unavailable_values if inventory.unavailable else (),
         moves_keys=inventory.moves_keys,
+        created_in_batch=created or properties.get(CREATED_IN_PROPERTY) == str(batch_id),
     )
     return target, created
 
