@@ -36,7 +36,7 @@ if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
 
 from cdc_ingest.config import load_config  # noqa: E402
-from cdc_ingest.summary import RunSummary  # noqa: E402
+from cdc_ingest.state.summary import RunSummary  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_data import DEFAULT_SEED, Expected, prepare_data  # noqa: E402
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
 
     os.environ.setdefault("SPARK_DRIVER_MEMORY", "6g")
-    import cdc_ingest.job as job_module
+    import cdc_ingest.run.batch as job_module
     from cdc_ingest.spark_session import build_session
 
     start = time.perf_counter()

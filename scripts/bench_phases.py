@@ -15,24 +15,29 @@ from pathlib import Path
 from typing import Any
 
 # (module, attribute, label, parent label): functions wrapped while the pipeline runs.
-STORE = "cdc_ingest.checkpoint_store"
-APPLY_ALL = "cdc_ingest.batch_apply"
+STORE = "cdc_ingest.state.checkpoints"
+APPLY_ALL = "cdc_ingest.apply.batch"
 PHASES: tuple[tuple[str, str, str, str | None], ...] = (
-    ("cdc_ingest.job", "run_pipeline", "run_pipeline", None),
-    ("cdc_ingest.job", "list_landed", "list landing zone", "run_pipeline"),
-    ("cdc_ingest.job", "ensure_system_tables", "ensure _cdc_ tables", "run_pipeline"),
+    ("cdc_ingest.run.batch", "run_pipeline", "run_pipeline", None),
+    ("cdc_ingest.run.batch", "list_landed", "list landing zone", "run_pipeline"),
+    ("cdc_ingest.run.batch", "ensure_system_tables", "ensure _cdc_ tables", "run_pipeline"),
     (STORE, "CheckpointStore.load", "load checkpoints", "run_pipeline"),
     (STORE, "CheckpointStore.plan", "plan (sha256 of files)", "run_pipeline"),
     (STORE, "CheckpointStore.record_planned", "record planned (overlaps 1st pass)", "run_pipeline"),
-    ("cdc_ingest.job", "take_inventory", "read + decode + inventory (1st pass)", "run_pipeline"),
-    ("cdc_ingest.job", "apply_all_tables", "apply all tables", "run_pipeline"),
+    (
+        "cdc_ingest.run.batch",
+        "take_inventory",
+        "read + decode + inventory (1st pass)",
+        "run_pipeline",
+    ),
+    ("cdc_ingest.run.batch", "apply_all_tables", "apply all tables", "run_pipeline"),
     (APPLY_ALL, "prepare_target", "prepare target (infer types, DDL)", "apply all tables"),
     (APPLY_ALL, "apply_table", "apply table", "apply all tables"),
-    ("cdc_ingest.apply", "_merge_target", "MERGE INTO target", "apply table"),
-    ("cdc_ingest.apply", "_merge_tombstones", "MERGE INTO tombstones", "apply table"),
-    ("cdc_ingest.apply", "_append_target", "append to created target", "apply table"),
-    ("cdc_ingest.apply", "_append_tombstones", "append first tombstones", "apply table"),
-    ("cdc_ingest.job", "write_dead_letters", "dead letters", "run_pipeline"),
+    ("cdc_ingest.apply.keyed", "_merge_target", "MERGE INTO target", "apply table"),
+    ("cdc_ingest.apply.keyed", "_merge_tombstones", "MERGE INTO tombstones", "apply table"),
+    ("cdc_ingest.apply.keyed", "_append_target", "append to created target", "apply table"),
+    ("cdc_ingest.apply.keyed", "_append_tombstones", "append first tombstones", "apply table"),
+    ("cdc_ingest.run.batch", "write_dead_letters", "dead letters", "run_pipeline"),
     (STORE, "CheckpointStore.record_committed", "record committed", "run_pipeline"),
 )
 REMAINDER = {

@@ -5,8 +5,8 @@
 Lands the bench's Lindorm files (scripts/bench.py's generator) on moto's S3 server on loopback,
 then in one Spark session times, 1 + ``--repeat`` times each, the read of every line of them:
 
-- ``boto3``: ``cdc_ingest.reader.read_lines``, as the job reads ``s3://`` today (Arrow-batched
-  Python workers, one task per object);
+- ``boto3``: ``cdc_ingest.landing.reader.read_lines``, as the job reads ``s3://`` today
+  (Arrow-batched Python workers, one task per object);
 - ``s3a``: the job's Spark text-source reader over ``s3a://`` paths, with Hadoop's S3A
   filesystem (``org.apache.hadoop:hadoop-aws`` matched to Spark's Hadoop 3.3.4, and the AWS SDK
   bundle it was built with), resolved by Maven for this script only.
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         s3.upload_file(str(path), BUCKET, f"bench/{path.name}")
     uris = [f"s3://{BUCKET}/bench/{p.name}" for p in files]
 
-    from cdc_ingest import reader
+    from cdc_ingest.landing import reader
     from cdc_ingest.spark_session import session_conf
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import functions as F

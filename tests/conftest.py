@@ -109,7 +109,8 @@ class Lake:
     def run(self, pipeline: str, **options: Any) -> Any:
         """Run one micro-batch in-process on the shared session (``options``: RunOptions)."""
         from cdc_ingest.config import load_config
-        from cdc_ingest.job import RunOptions, run_pipeline
+        from cdc_ingest.run.batch import run_pipeline
+        from cdc_ingest.run.options import RunOptions
 
         config = load_config(self.config_path)
         summary = run_pipeline(self.spark, config, pipeline, RunOptions(**options))

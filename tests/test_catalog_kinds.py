@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cdc_ingest.catalog_properties import (
+from cdc_ingest.catalog.properties import (
     pyiceberg_properties,
     secret_values,
     spark_catalog_conf,

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from cdc_ingest.changes import resolve_changes
+from cdc_ingest.changes.resolve import resolve_changes
 from cdc_ingest.config import PipelineConfig
 
 DECODED = (

@@ -6,9 +6,9 @@ import gzip
 import os
 from typing import Any
 
-from cdc_ingest.checkpoint_store import CheckpointStore
 from cdc_ingest.config import load_config
-from cdc_ingest.landing import list_landed
+from cdc_ingest.landing.zones import list_landed
+from cdc_ingest.state.checkpoints import CheckpointStore
 from formats_under_test import KEY, TABLE, Changes
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cdc_ingest.ddl_parse import (
+from cdc_ingest.schema.ddl_parse import (
     ADD_COLUMN,
     CREATE_TABLE,
     DROP_COLUMN,

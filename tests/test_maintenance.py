@@ -48,7 +48,7 @@ def _ingest_four_batches(lake) -> Changes:
 
 
 def _pyiceberg_table(lake, name: str):
-    from cdc_ingest.catalog_properties import open_catalog
+    from cdc_ingest.catalog.properties import open_catalog
     from cdc_ingest.config import load_config
 
     return open_catalog(load_config(lake.config_path).catalog).load_table(f"ods.{name}")
@@ -145,7 +145,7 @@ def test_ingest_and_maintenance_of_a_namespace_exclude_each_other(lake):
     """Real processes: an ingest run cannot start while maintenance holds the namespace, and
     maintenance cannot start while an ingest run does; both say who holds it."""
     from cdc_ingest.config import load_config
-    from cdc_ingest.namespace_lock import namespace_lock
+    from cdc_ingest.state.locks import namespace_lock
 
     lake.add_pipeline(
         "accounts", "arcion", maintenance={"lock_wait": "2s"}, **FORMATS["arcion"]["options"]

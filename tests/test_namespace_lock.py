@@ -38,7 +38,7 @@ def _postgres_catalog(postgres: PostgresServer):
 
 
 def _exclusion_holds(catalog) -> None:
-    from cdc_ingest.namespace_lock import NamespaceLocked, namespace_lock
+    from cdc_ingest.state.locks import NamespaceLocked, namespace_lock
 
     def lock(exclusive: bool, purpose: str, namespace: str = "ods"):
         return namespace_lock(catalog, namespace, exclusive=exclusive, wait=SHORT, purpose=purpose)
@@ -69,7 +69,7 @@ def test_sqlite_catalog_lock_excludes_ingest_and_maintenance(tmp_path: Path) -> 
 
 
 def test_sqlite_lock_names_the_maintenance_holder(tmp_path: Path) -> None:
-    from cdc_ingest.namespace_lock import NamespaceLocked, namespace_lock
+    from cdc_ingest.state.locks import NamespaceLocked, namespace_lock
 
     catalog = _sqlite_catalog(tmp_path)
     with (
@@ -89,7 +89,7 @@ def test_postgresql_catalog_lock_excludes_ingest_and_maintenance(postgres) -> No
 def _one_run_at_a_time(catalog) -> None:
     import socket
 
-    from cdc_ingest.namespace_lock import PipelineLocked, pipeline_lock
+    from cdc_ingest.state.locks import PipelineLocked, pipeline_lock
 
     with pipeline_lock(catalog, "ods", "orders", SHORT):
         with (
@@ -127,7 +127,7 @@ def test_a_second_run_of_a_pipeline_exits_2_naming_the_run_it_waited_for(tmp_pat
     import sys
 
     import yaml
-    from cdc_ingest.namespace_lock import pipeline_lock
+    from cdc_ingest.state.locks import pipeline_lock
 
     landing = tmp_path / "landing"
     landing.mkdir()

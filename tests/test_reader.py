@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-from cdc_ingest.reader import read_lines
+from cdc_ingest.landing.reader import read_lines
 
 BOM = b"\xef\xbb\xbf"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdc_ingest.landed_time import LandedRange
-from cdc_ingest.replay import ReplayRefused
+from cdc_ingest.landing.landed_time import LandedRange
+from cdc_ingest.run.modes import ReplayRefused
 from formats_under_test import keyless_blob_insert
 from test_run_options import dele, ins, upd
 

@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 import pytest
-from cdc_ingest.checkpoint_store import CheckpointStore
 from cdc_ingest.config import load_config
-from cdc_ingest.job import RunRefused
-from cdc_ingest.landing import list_landed
+from cdc_ingest.landing.zones import list_landed
+from cdc_ingest.run.options import RunRefused
+from cdc_ingest.state.checkpoints import CheckpointStore
 from formats_under_test import keyless_blob_insert
 
 

@@ -136,7 +136,7 @@ def test_python_workers_read_with_the_drivers_credentials(lake, authed_s3, monke
 def test_wrong_secret_fails_the_listing_naming_zone_endpoint_and_source(
     lake, authed_s3, monkeypatch
 ):
-    from cdc_ingest.landing import LandingError
+    from cdc_ingest.landing.zones import LandingError
 
     _land(authed_s3)
     monkeypatch.setenv("AWS_ENDPOINT_URL", authed_s3.endpoint)

@@ -71,8 +71,8 @@ def test_files_landed_on_s3_plain_and_gzipped_are_applied_once(lake, s3_endpoint
 
 def test_a_planned_object_overwritten_or_deleted_before_it_is_read_is_left_out(lake, s3_endpoint):
     import boto3
-    from cdc_ingest.checkpoint_store import CheckpointStore
-    from cdc_ingest.landing import LandingError, list_landed, read_bytes
+    from cdc_ingest.landing.zones import LandingError, list_landed, read_bytes
+    from cdc_ingest.state.checkpoints import CheckpointStore
 
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     s3.create_bucket(Bucket="landing")

@@ -6,7 +6,7 @@ import json
 from itertools import count
 
 import pytest
-from cdc_ingest.schema_evolution import SchemaChangeRefused
+from cdc_ingest.schema.evolution import SchemaChangeRefused
 from lakehouses import LAKEHOUSES
 
 TYPES = {"id": "INT", "v1": "VARCHAR(10)", "v2": "INT", "price": "DECIMAL(5,2)"}

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from cdc_ingest.config import Config, ConfigError, load_config
-from cdc_ingest.landed_time import INSTANT_HELP, LandedAtError, LandedRange, parse_instant
-from cdc_ingest.landing import LandingError
+from cdc_ingest.landing.landed_time import INSTANT_HELP, LandedAtError, LandedRange, parse_instant
+from cdc_ingest.landing.zones import LandingError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -135,7 +135,7 @@ def _engine_failure(config: Config, pipeline_name: str, exc: Exception) -> int:
     rerun that follows such a failure resumes the batch; the stack is for a developer, on
     request (``CDC_INGEST_TRACEBACK=1``).
     """
-    from cdc_ingest.catalog_properties import scrub, secret_values
+    from cdc_ingest.catalog.properties import scrub, secret_values
 
     line = _failure_line(exc)
     if line is None:
@@ -195,17 +195,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
 
-    from cdc_ingest.job import RunOptions, RunRefused, run_pipeline
-    from cdc_ingest.landing import list_landed
-    from cdc_ingest.namespace_lock import (
+    from cdc_ingest.landing.zones import list_landed
+    from cdc_ingest.run.batch import run_pipeline
+    from cdc_ingest.run.modes import ReplayRefused
+    from cdc_ingest.run.options import RunOptions, RunRefused
+    from cdc_ingest.schema.evolution import SchemaChangeRefused
+    from cdc_ingest.spark_session import EnvironmentProblem, build_session
+    from cdc_ingest.state.locks import (
         NamespaceLocked,
         PipelineLocked,
         namespace_lock,
         pipeline_lock,
     )
-    from cdc_ingest.replay import ReplayRefused
-    from cdc_ingest.schema_evolution import SchemaChangeRefused
-    from cdc_ingest.spark_session import EnvironmentProblem, build_session
 
     if args.command == "maintain":
         return _maintain(config, pipeline.name, args.json)
@@ -259,8 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _maintain(config: Config, pipeline_name: str, as_json: bool) -> int:
     from cdc_ingest.maintenance import maintain_pipeline
-    from cdc_ingest.namespace_lock import NamespaceLocked
     from cdc_ingest.spark_session import EnvironmentProblem, build_session
+    from cdc_ingest.state.locks import NamespaceLocked
 
     try:
         spark = build_session(config.catalog, app_name=f"cdc-ingest-maintain-{pipeline_name}")

@@ -13,14 +13,14 @@ from typing import Any
 
 import yaml
 
-from cdc_ingest.catalog_config import (
+from cdc_ingest.catalog.config import (
     IDENTIFIER,
     CatalogConfig,
     CatalogConfigError,
     is_secret,
     parse_catalog,
 )
-from cdc_ingest.landed_time import LandedAt, LandedAtError, parse_landed_at
+from cdc_ingest.landing.landed_time import LandedAt, LandedAtError, parse_landed_at
 from cdc_ingest.maintenance_config import (
     MaintenanceConfig,
     MaintenanceConfigError,

@@ -16,7 +16,7 @@ Per table, with Iceberg's Spark procedures:
 
 The tables are the pipeline's mirrors (every target table its batches recorded in
 ``_cdc_batches``) and its namespace's ``_cdc_`` system tables. The whole run holds the
-namespace's lock exclusively (see :mod:`cdc_ingest.namespace_lock`), so it never overlaps an
+namespace's lock exclusively (see :mod:`cdc_ingest.state.locks`), so it never overlaps an
 ingest run; the procedures only rewrite files, so the rows (and the replay of checkpoints) are
 unchanged.
 """
@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from cdc_ingest.namespace_lock import namespace_lock
 from cdc_ingest.spark_session import configure_catalog
-from cdc_ingest.tables import BATCHES, SYSTEM_TABLES
+from cdc_ingest.state.locks import namespace_lock
+from cdc_ingest.state.tables import BATCHES, SYSTEM_TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,7 +1,7 @@
 """Spark sessions wired to the Iceberg runtime and the pipelines file's catalog.
 
 The jars come from the Maven cache that ``make install`` fills (:mod:`cdc_ingest.jars`); the
-catalog's settings from :mod:`cdc_ingest.catalog_properties`, which Spark and pyiceberg share.
+catalog's settings from :mod:`cdc_ingest.catalog.properties`, which Spark and pyiceberg share.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from cdc_ingest.catalog_properties import spark_catalog_conf
+from cdc_ingest.catalog.properties import spark_catalog_conf
 from cdc_ingest.config import CatalogConfig
 from cdc_ingest.jars import EnvironmentProblem, job_jars
 
@@ -24,7 +24,7 @@ REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|credential|access-key
 
 
 def catalog_conf(catalog: CatalogConfig) -> dict[str, str]:
-    """Spark settings that register ``catalog`` (see :mod:`cdc_ingest.catalog_properties`)."""
+    """Spark settings that register ``catalog`` (see :mod:`cdc_ingest.catalog.properties`)."""
     return spark_catalog_conf(catalog)
 
 

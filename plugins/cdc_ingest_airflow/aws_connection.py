@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from cdc_ingest.catalog_config import CatalogConfig, is_secret
-from cdc_ingest.catalog_properties import env_name, warehouse_s3_properties
+from cdc_ingest.catalog.config import CatalogConfig, is_secret
+from cdc_ingest.catalog.properties import env_name, warehouse_s3_properties
 from cdc_ingest.config import PipelineConfig
-from cdc_ingest.landing import ADDRESSING_STYLES, LandingError, S3Access
+from cdc_ingest.landing.zones import ADDRESSING_STYLES, LandingError, S3Access
 
 
 class CatalogConnectionError(RuntimeError):

@@ -14,9 +14,9 @@ Each DAG runs three tasks:
 
 Params, validated in the trigger form: ``tables`` (apply only these tables), ``dry_run`` (decode
 and report, write nothing), ``max_files`` (cap the files planned), ``replay_from``/``replay_to``
-(re-apply the files landed in a range), ``rebuild_tables``; see ``cdc_ingest.job.RunOptions`` and
-``cdc_ingest.replay``. A backfill run (``run_type`` backfill) replays the files landed in its data
-interval; scheduled and manual runs apply what is pending.
+(re-apply the files landed in a range), ``rebuild_tables``; see ``cdc_ingest.run.options`` and
+``cdc_ingest.run.modes``. A backfill run (``run_type`` backfill) replays the files landed in its
+data interval; scheduled and manual runs apply what is pending.
 
 Parsing a DAG file must stay cheap and must not need Spark: nothing here imports pyspark, and the
 job's jars are looked up when the task is rendered on the worker (the ``cdc_ingest_jars`` macro),

@@ -17,11 +17,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from cdc_ingest.catalog_properties import open_catalog
-from cdc_ingest.checkpoint_store import APPLIED, COMMITTED, DUPLICATE, PLANNED
+from cdc_ingest.catalog.properties import open_catalog
 from cdc_ingest.config import Config, load_config
-from cdc_ingest.landing import list_landed
-from cdc_ingest.tables import BATCHES, CHECKPOINTS
+from cdc_ingest.landing.zones import list_landed
+from cdc_ingest.state.checkpoints import APPLIED, COMMITTED, DUPLICATE, PLANNED
+from cdc_ingest.state.tables import BATCHES, CHECKPOINTS
 
 from cdc_ingest_airflow.aws_connection import catalog_environment, pipeline_s3_access
 

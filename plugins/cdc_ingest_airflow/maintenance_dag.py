@@ -5,7 +5,7 @@ Its one task, ``maintain_tables``, runs ``jobs/ingest_job.py maintain --config <
 as the ingest DAG. The schedule is the pipeline's ``maintenance.schedule`` (``@daily`` unless set).
 
 It never overlaps the ingest DAG's ``apply_batch`` of the same namespace: the job holds the
-namespace's lock exclusively, ingest runs hold it shared (:mod:`cdc_ingest.namespace_lock`). The
+namespace's lock exclusively, ingest runs hold it shared (:mod:`cdc_ingest.state.locks`). The
 lock lives with the catalog (a file lock beside the SQLite database, an advisory lock in
 PostgreSQL), not in Airflow: an Airflow pool would first have to exist in the metadata database
 (a task in a missing pool waits forever, and a DAG file must not touch the database while it is

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from cdc_ingest.catalog_properties import open_catalog, scrub, secret_values
+from cdc_ingest.catalog.properties import open_catalog, scrub, secret_values
 from cdc_ingest.config import CatalogConfig, PipelineConfig, load_config
-from cdc_ingest.landing import list_landed
-from cdc_ingest.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS
+from cdc_ingest.landing.zones import list_landed
+from cdc_ingest.state.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS
 
 from cdc_ingest_airflow.aws_connection import catalog_environment
 from cdc_ingest_airflow.lake_state import uncommitted

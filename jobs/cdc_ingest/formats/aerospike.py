@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import DELETE, UPSERT, ColumnType, Decoder, TypeHint
+from cdc_ingest.contract import DELETE, UPSERT, ColumnType, TypeHint
+from cdc_ingest.formats.base import Decoder
 from cdc_ingest.formats.common import lookup, no_before, no_key_values, number, parse_error
 
 if TYPE_CHECKING:

@@ -1,91 +1,14 @@
-"""The contract between a vendor decoder and the rest of the job.
-
-A decoder turns landed records (one row per Kafka record, ``key`` and ``value`` as JSON text) into
-*changes*: the same rows with the columns in ``CHANGE_COLUMNS`` added, computed with Spark column
-expressions only. Everything vendor-specific (where the table name, operation, key, row image and
-ordering value live) stays in the decoder; typing, collapsing and applying are shared.
-"""
+"""What a vendor decoder is: it adds the columns of :mod:`cdc_ingest.contract` to landed records."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from cdc_ingest.contract import TypeHint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-# What a decoder adds to each record:
-#   src_db, src_schema, src_table  where the change happened (strings, db/schema may be null)
-#   op           the vendor's operation name, as written in the message
-#   kind         one of KINDS: what the change means for the mirror
-#   order        array<bigint>: vendor ordering value, compared element by element
-#   image        map<string,string>: row after (upserts) or before (deletes), values as text
-#   key_names    array<string>: key columns the message itself names, or null
-#   key_values   map<string,string>: key values from outside the image (a Kafka key), or null
-#   schema_hint  string: whatever the decoder needs to type the image's columns (see type_hint)
-#   error        string: why the record cannot be applied; such records become dead letters
-#   event_ms     bigint: source time of the change (or heartbeat), epoch millis, or null
-#   ddl          string: the statement of a DDL record, or null
-#   row_in_message  int: position of the row in a message that carries several (Canal), else 0
-#   before       map<string,string>: for an upsert that updates a row, the row's values before it
-#                (all columns, or only those that changed, like Canal's ``old``), else null; a key
-#                that differs there is an UPDATE that moved the row to another key
-CHANGE_COLUMNS = (
-    "src_db",
-    "src_schema",
-    "src_table",
-    "op",
-    "kind",
-    "order",
-    "image",
-    "key_names",
-    "key_values",
-    "schema_hint",
-    "error",
-    "event_ms",
-    "ddl",
-    "row_in_message",
-    "before",
-)
-
-UPSERT = "upsert"
-DELETE = "delete"
-NOOP = "noop"
-DDL = "ddl"
-KINDS = (UPSERT, DELETE, NOOP, DDL)
-
-
-@dataclass(frozen=True)
-class ColumnType:
-    """How to turn a column's JSON text into a typed Spark value.
-
-    Attributes:
-        spark_type: the Spark SQL type of the mirrored column (``bigint``, ``decimal(20,0)``…).
-        encoding: how the JSON text encodes it: ``plain`` (a cast), ``base64`` (binary),
-            ``epoch_days``/``epoch_millis``/``epoch_micros``/``epoch_nanos`` (dates and
-            timestamps as numbers), ``epoch_seconds`` (seconds with an optional fraction),
-            ``datetime`` (``YYYY-MM-DD HH:mm:ss[.f] [zone]`` text), ``connect_decimal`` (Kafka
-            Connect's Base64 unscaled bytes).
-        scale: the decimal scale for ``connect_decimal``.
-    """
-
-    spark_type: str
-    encoding: str = "plain"
-    scale: int = 0
-
-
-@dataclass(frozen=True)
-class TypeHint:
-    """Column types a message declares (e.g. a Kafka Connect schema).
-
-    Attributes:
-        columns: declared types by column name.
-        default: the type of columns not listed (e.g. HBase cells are all bytes), or None to infer.
-    """
-
-    columns: dict[str, ColumnType] = field(default_factory=dict)
-    default: ColumnType | None = None
 
 
 class Decoder(ABC):

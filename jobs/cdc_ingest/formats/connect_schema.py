@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cdc_ingest.formats.base import ColumnType, TypeHint
+from cdc_ingest.contract import ColumnType, TypeHint
 
 PRIMITIVES: dict[str, ColumnType] = {
     "int8": ColumnType("int"),

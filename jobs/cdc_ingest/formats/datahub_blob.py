@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, ClassVar
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, ColumnType, Decoder, TypeHint
+from cdc_ingest.contract import DDL, DELETE, NOOP, UPSERT, ColumnType, TypeHint
+from cdc_ingest.formats.base import Decoder
 from cdc_ingest.formats.common import (
     DATAWORKS_CONTROL_OPS,
     DATAWORKS_DDL_OPS,

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import DELETE, NOOP, UPSERT, ColumnType, Decoder, TypeHint
+from cdc_ingest.contract import DELETE, NOOP, UPSERT, ColumnType, TypeHint
+from cdc_ingest.formats.base import Decoder
 from cdc_ingest.formats.common import no_before, no_key_values, number, parse_error
 
 if TYPE_CHECKING:

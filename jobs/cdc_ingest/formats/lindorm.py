@@ -12,7 +12,7 @@ from typing import ClassVar
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import ColumnType, TypeHint
+from cdc_ingest.contract import ColumnType, TypeHint
 from cdc_ingest.formats.common import number
 from cdc_ingest.formats.debezium import DebeziumFamilyDecoder
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT, Decoder, TypeHint
+from cdc_ingest.contract import DDL, DELETE, NOOP, UPSERT, TypeHint
+from cdc_ingest.formats.base import Decoder
 from cdc_ingest.formats.common import (
     DATAWORKS_CONTROL_OPS,
     DATAWORKS_DDL_OPS,

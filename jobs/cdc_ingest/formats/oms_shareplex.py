@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import DELETE, UPSERT, Decoder
+from cdc_ingest.contract import DELETE, UPSERT
+from cdc_ingest.formats.base import Decoder
 from cdc_ingest.formats.common import (
     JSON_OPTIONS,
     lookup,

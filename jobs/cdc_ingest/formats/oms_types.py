@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 
-from cdc_ingest.formats.base import ColumnType, TypeHint
+from cdc_ingest.contract import ColumnType, TypeHint
 
 LONG = ColumnType("bigint")
 UNSIGNED_LONG = ColumnType("decimal(20,0)")  # BIGINT UNSIGNED reaches 2^64-1: never wrap it

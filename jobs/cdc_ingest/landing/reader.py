@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdc_ingest.landing import LandedFile, S3Access, iter_lines, read_bytes
+from cdc_ingest.landing.zones import LandedFile, S3Access, iter_lines, read_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa

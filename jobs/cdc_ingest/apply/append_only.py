@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply import TargetTable, typed_changes, typing_errors
-from cdc_ingest.formats.base import DELETE, UPSERT
-from cdc_ingest.summary import TableSummary
-from cdc_ingest.tables import ORDER_COLUMN
+from cdc_ingest.apply.keyed import typed_changes, typing_errors
+from cdc_ingest.contract import DELETE, UPSERT
+from cdc_ingest.schema.target import TargetTable
+from cdc_ingest.state.summary import TableSummary
+from cdc_ingest.state.tables import ORDER_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -14,10 +14,10 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_ingest.apply import TargetTable
-from cdc_ingest.formats.base import ColumnType, Decoder, TypeHint
-from cdc_ingest.schema_types import widens
-from cdc_ingest.tables import (
+from cdc_ingest.contract import ColumnType, TypeHint
+from cdc_ingest.formats.base import Decoder
+from cdc_ingest.schema.types import widens
+from cdc_ingest.state.tables import (
     SYSTEM_COLUMNS,
     TOMBSTONES,
     add_columns,
@@ -37,6 +37,37 @@ KEYS_PROPERTY = "cdc.keys"
 # the source creates a table of that name again.
 SOURCE_DROPPED_PROPERTY = "cdc.source-dropped"
 CREATED_IN_PROPERTY = "cdc.created-in-batch"
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """A mirrored table as this batch sees it.
+
+    Attributes:
+        name: table name inside the namespace.
+        identifier: quoted ``catalog.namespace.table``.
+        keys: key (identifier) columns.
+        columns: every source column and its type, after any additions by this batch.
+        tombstones: quoted identifier of the namespace's ``_cdc_tombstones`` table.
+        source_dropped: whether the source dropped the table.
+    """
+
+    name: str
+    identifier: str
+    keys: tuple[str, ...]
+    columns: dict[str, ColumnType]
+    tombstones: str
+    # The source dropped the table (DROP TABLE/ERASE): the mirror is kept and receives no changes.
+    source_dropped: bool = False
+    # Column names of the batch the table cannot hold, with why: changes carrying them are
+    # dead-lettered (see refused_columns).
+    refused_columns: dict[str, str] = field(default_factory=dict)
+    # Placeholders some changes carry for values not sent: those columns keep what is stored.
+    unavailable_values: tuple[str, ...] = ()
+    # Some updates of the batch moved a row to another key.
+    moves_keys: bool = False
+    # Created by this batch (by this run, or by an earlier attempt of the batch).
+    created_in_batch: bool = False
 
 
 @dataclass

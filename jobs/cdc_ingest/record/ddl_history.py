@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import DDL
-from cdc_ingest.tables import DDL_HISTORY, qualified
+from cdc_ingest.contract import DDL
+from cdc_ingest.state.tables import DDL_HISTORY, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

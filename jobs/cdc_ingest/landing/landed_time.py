@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
-from cdc_ingest.landing import LandedFile
+from cdc_ingest.landing.zones import LandedFile
 
 OBJECT_TIME = "object_time"
 _DIRECTIVES = {"Y": r"\d{4}", "m": r"\d{2}", "d": r"\d{2}", "H": r"\d{2}", "M": r"\d{2}"}

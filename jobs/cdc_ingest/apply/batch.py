@@ -1,8 +1,8 @@
 """Apply one batch to every target table it changes: the prepare-and-apply loop of a run.
 
-Per table: plain changes go through :mod:`cdc_ingest.apply` (keyed, MERGE) or
-:mod:`cdc_ingest.append_only` (keyless); a table with statements in the batch goes through
-:mod:`cdc_ingest.evolving_apply`, which applies it in segments around each statement.
+Per table: plain changes go through :mod:`cdc_ingest.apply.keyed` (keyed, MERGE) or
+:mod:`cdc_ingest.apply.append_only` (keyless); a table with statements in the batch goes through
+:mod:`cdc_ingest.apply.segmented`, which applies it in segments around each statement.
 """
 
 from __future__ import annotations
@@ -12,25 +12,25 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from cdc_ingest.append_only import apply_append_only
-from cdc_ingest.apply import apply_table
-from cdc_ingest.commit_notes import BATCH_PROPERTY
-from cdc_ingest.evolving_apply import TableContext, apply_with_ddl
-from cdc_ingest.formats.base import DELETE, UPSERT
-from cdc_ingest.schema_evolution import EVOLVE, ignored_rows
-from cdc_ingest.summary import TableSummary
-from cdc_ingest.tables import qualified
-from cdc_ingest.target_schema import TargetInventory, prepare_target, table_keys
-from cdc_ingest.update_images import pair_before_halves
+from cdc_ingest.apply.append_only import apply_append_only
+from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
+from cdc_ingest.apply.keyed import apply_table
+from cdc_ingest.apply.segmented import TableContext, apply_with_ddl
+from cdc_ingest.apply.update_images import pair_before_halves
+from cdc_ingest.contract import DELETE, UPSERT
+from cdc_ingest.schema.evolution import EVOLVE, ignored_rows
+from cdc_ingest.schema.target import TargetInventory, prepare_target, table_keys
+from cdc_ingest.state.summary import TableSummary
+from cdc_ingest.state.tables import qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdc_ingest.changes.inventory import Batch, Inventory
     from cdc_ingest.config import Config
     from cdc_ingest.formats.base import Decoder
-    from cdc_ingest.inventory import Batch, Inventory
-    from cdc_ingest.schema_evolution import DdlEvent
-    from cdc_ingest.summary import RunSummary
+    from cdc_ingest.schema.evolution import DdlEvent
+    from cdc_ingest.state.summary import RunSummary
 
 
 def _fan_out_tableless_deletes(spark: SparkSession, batch: Batch, inventory: Inventory) -> set[str]:

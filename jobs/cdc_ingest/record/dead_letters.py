@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cdc_ingest.inventory import Batch
-from cdc_ingest.summary import RunSummary
-from cdc_ingest.tables import DEAD_LETTERS, qualified
+from cdc_ingest.changes.inventory import Batch
+from cdc_ingest.state.summary import RunSummary
+from cdc_ingest.state.tables import DEAD_LETTERS, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

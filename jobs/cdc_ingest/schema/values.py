@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import ColumnType
+from cdc_ingest.contract import ColumnType
 from cdc_ingest.formats.common import INEXACT
 
 INTEGRAL = {"tinyint", "smallint", "int", "integer", "bigint", "long"}

@@ -1,7 +1,7 @@
 """The pipelines file's ``catalog`` section: which catalog, where its warehouse lives, its secrets.
 
 Loaded by :mod:`cdc_ingest.config`, which reports its errors as the file's; the properties both
-engines open the catalog with are derived in :mod:`cdc_ingest.catalog_properties`.
+engines open the catalog with are derived in :mod:`cdc_ingest.catalog.properties`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cdc_ingest.formats.base import ColumnType
+from cdc_ingest.contract import ColumnType
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -22,8 +22,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from cdc_ingest.catalog_config import CatalogConfig, is_secret
-from cdc_ingest.landing import S3Access
+from cdc_ingest.catalog.config import CatalogConfig, is_secret
+from cdc_ingest.landing.zones import S3Access
 
 ENV_PREFIX = "PYICEBERG_CATALOG__"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"

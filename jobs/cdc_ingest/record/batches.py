@@ -17,8 +17,8 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cdc_ingest.summary import RunSummary
-from cdc_ingest.tables import BATCHES, SYSTEM_TABLES, qualified
+from cdc_ingest.state.summary import RunSummary
+from cdc_ingest.state.tables import BATCHES, SYSTEM_TABLES, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

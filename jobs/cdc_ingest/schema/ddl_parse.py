@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdc_ingest.formats.base import ColumnType
+from cdc_ingest.contract import ColumnType
 from cdc_ingest.formats.oms_types import oms_column_type
 
 ADD_COLUMN = "add_column"

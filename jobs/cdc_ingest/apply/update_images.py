@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from cdc_ingest.formats.base import DELETE, UPSERT
-from cdc_ingest.tables import ORDER_COLUMN
+from cdc_ingest.contract import DELETE, UPSERT
+from cdc_ingest.state.tables import ORDER_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from cdc_ingest.apply import TargetTable
+    from cdc_ingest.schema.target import TargetTable
 
 # Per change, the columns whose value was not sent (a placeholder): the table keeps its own.
 KEEP_COLUMN = "_cdc_keep"

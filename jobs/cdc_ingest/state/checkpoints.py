@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cdc_ingest.landing import FileCheck, LandedFile
-from cdc_ingest.tables import CHECKPOINTS, SYSTEM_TABLES, qualified
+from cdc_ingest.landing.zones import FileCheck, LandedFile
+from cdc_ingest.state.tables import CHECKPOINTS, SYSTEM_TABLES, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -27,22 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.changes import DUPLICATE
-from cdc_ingest.checkpoint_store import BatchPlan, CheckpointState, CheckpointStore
-from cdc_ingest.formats.base import UPSERT
-from cdc_ingest.landed_time import LandedRange
-from cdc_ingest.tables import BATCHES, ORDER_COLUMN, TOMBSTONES, qualified, quote
-from cdc_ingest.target_schema import table_keys
+from cdc_ingest.contract import DUPLICATE, UPSERT
+from cdc_ingest.landing.landed_time import LandedRange
+from cdc_ingest.schema.target import table_keys
+from cdc_ingest.state.checkpoints import BatchPlan, CheckpointState, CheckpointStore
+from cdc_ingest.state.tables import BATCHES, ORDER_COLUMN, TOMBSTONES, qualified, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdc_ingest.changes.inventory import Inventory
     from cdc_ingest.config import Config, PipelineConfig
-    from cdc_ingest.inventory import Inventory
-    from cdc_ingest.job import RunOptions
-    from cdc_ingest.landing import LandedFile
-    from cdc_ingest.schema_evolution import DdlEvent
-    from cdc_ingest.summary import RunSummary
+    from cdc_ingest.landing.zones import LandedFile
+    from cdc_ingest.run.options import RunOptions
+    from cdc_ingest.schema.evolution import DdlEvent
+    from cdc_ingest.state.summary import RunSummary
 
 REPLAY, REBUILD = "replay", "rebuild"
 NOT_CREATED = "does not exist: a replay creates no table (rebuild_tables re-creates one)"

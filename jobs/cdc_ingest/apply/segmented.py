@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.append_only import apply_append_only
-from cdc_ingest.apply import apply_table
-from cdc_ingest.commit_notes import DDL_OUTCOMES_PROPERTY, ddl_note, with_ddl_note
-from cdc_ingest.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
-from cdc_ingest.schema_evolution import (
+from cdc_ingest.apply.append_only import apply_append_only
+from cdc_ingest.apply.commit_notes import DDL_OUTCOMES_PROPERTY, ddl_note, with_ddl_note
+from cdc_ingest.apply.keyed import apply_table
+from cdc_ingest.schema.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
+from cdc_ingest.schema.evolution import (
     APPLIED,
     SEGMENT,
     UNCHANGED,
@@ -25,15 +25,15 @@ from cdc_ingest.schema_evolution import (
     segment_of,
     table_level,
 )
-from cdc_ingest.summary import TableSummary
-from cdc_ingest.tables import TOMBSTONES, create_target, qualified, quote, sql_string
-from cdc_ingest.target_schema import (
+from cdc_ingest.schema.target import (
     KEYS_PROPERTY,
     SOURCE_DROPPED_PROPERTY,
     TargetInventory,
     prepare_target,
     table_properties,
 )
+from cdc_ingest.state.summary import TableSummary
+from cdc_ingest.state.tables import TOMBSTONES, create_target, qualified, quote, sql_string
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

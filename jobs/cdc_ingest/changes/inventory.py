@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from cdc_ingest.changes import DUPLICATE
-from cdc_ingest.formats.base import DDL, DELETE, NOOP, UPSERT
-from cdc_ingest.summary import RunSummary
-from cdc_ingest.target_schema import TargetInventory, image_sample
+from cdc_ingest.contract import DDL, DELETE, DUPLICATE, NOOP, UPSERT
+from cdc_ingest.schema.target import TargetInventory, image_sample
+from cdc_ingest.state.summary import RunSummary
 
 
 @dataclass(frozen=True)

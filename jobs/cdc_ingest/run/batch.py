@@ -5,23 +5,18 @@ from __future__ import annotations
 import functools
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
-from cdc_ingest.batch_apply import apply_all_tables
-from cdc_ingest.batches import record_batch
-from cdc_ingest.changes import mark_applied_offsets, resolve_changes
-from cdc_ingest.checkpoint_store import CheckpointState, CheckpointStore
-from cdc_ingest.ddl_history import record_ddl
-from cdc_ingest.dead_letters import decode_error_samples, write_dead_letters
+from cdc_ingest.apply.batch import apply_all_tables
+from cdc_ingest.changes.inventory import Batch, FileStats, Inventory, cached_columns, take_inventory
+from cdc_ingest.changes.resolve import mark_applied_offsets, resolve_changes
 from cdc_ingest.fault_injection import install_commit_fault, maybe_die
 from cdc_ingest.formats import load_decoder
-from cdc_ingest.inventory import Batch, FileStats, Inventory, cached_columns, take_inventory
-from cdc_ingest.landed_time import LandedRange
-from cdc_ingest.landing import (
+from cdc_ingest.landing.reader import read_lines, to_records
+from cdc_ingest.landing.zones import (
     MISSING,
     FileCheck,
     LandingError,
@@ -29,8 +24,10 @@ from cdc_ingest.landing import (
     check_planned,
     list_landed,
 )
-from cdc_ingest.reader import read_lines, to_records
-from cdc_ingest.replay import (
+from cdc_ingest.record.batches import record_batch
+from cdc_ingest.record.ddl_history import record_ddl
+from cdc_ingest.record.dead_letters import decode_error_samples, write_dead_letters
+from cdc_ingest.run.modes import (
     ddl_events,
     drop_rebuilt,
     plan_batch,
@@ -38,50 +35,21 @@ from cdc_ingest.replay import (
     replay_config,
     restrict,
 )
-from cdc_ingest.schema_evolution import (
+from cdc_ingest.run.options import RunOptions, RunRefused
+from cdc_ingest.schema.evolution import (
     SchemaChangeRefused,
     check_policy,
     collect_ddl,
 )
 from cdc_ingest.spark_session import configure_catalog, release
-from cdc_ingest.summary import RunSummary, TableSummary
-from cdc_ingest.tables import CHECKPOINTS, ensure_system_tables, existing_tables
+from cdc_ingest.state.checkpoints import CheckpointState, CheckpointStore
+from cdc_ingest.state.summary import RunSummary, TableSummary
+from cdc_ingest.state.tables import CHECKPOINTS, ensure_system_tables, existing_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from cdc_ingest.config import Config
-
-
-class RunRefused(RuntimeError):
-    """The run's options cannot be honoured in the pipeline's current state."""
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How one run differs from "apply every new file to every table".
-
-    Attributes:
-        tables: apply only these target tables. The checkpoint is file-level, so the batch's
-            files are not marked applied: a later full run applies them to every table, and
-            re-applying them to these tables changes nothing (the ordering guards skip changes
-            not newer than what a table holds). Dead letters and DDL history are left to that
-            full run, so they are written once. Append-only (keyless) tables are not applied by
-            such a run: appends cannot be repeated safely. Refused while a batch is pending.
-        dry_run: read, decode and count; write nothing (no table, dead letter, batch row or
-            checkpoint; not even the system tables of a new namespace).
-        max_files: plan at most this many new files, the first in landing order.
-        run_id: the orchestrator's run id, stored in ``_cdc_batches``.
-        landed: replay the committed files whose landing time is in this range (see ``replay``).
-        rebuild_tables: drop these tables and apply every committed file still landed to them.
-    """
-
-    tables: tuple[str, ...] = ()
-    dry_run: bool = False
-    max_files: int | None = None
-    run_id: str | None = None
-    landed: LandedRange | None = None
-    rebuild_tables: tuple[str, ...] = ()
 
 
 class _Clock:

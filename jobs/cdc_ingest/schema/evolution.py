@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from cdc_ingest.changes import render_targets
-from cdc_ingest.ddl_parse import (
+from cdc_ingest.contract import DDL
+from cdc_ingest.schema.ddl_parse import (
     ADD_COLUMN,
     CREATE_TABLE,
     DROP_COLUMN,
@@ -32,15 +32,15 @@ from cdc_ingest.ddl_parse import (
     SchemaChange,
     parse_ddl,
 )
-from cdc_ingest.formats.base import DDL
-from cdc_ingest.schema_types import widens
-from cdc_ingest.tables import SYSTEM_COLUMNS, qualified, quote, table_columns
+from cdc_ingest.schema.names import render_targets
+from cdc_ingest.schema.types import widens
+from cdc_ingest.state.tables import SYSTEM_COLUMNS, qualified, quote, table_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from cdc_ingest.config import PipelineConfig
-    from cdc_ingest.target_schema import TargetInventory
+    from cdc_ingest.schema.target import TargetInventory
 
 EVOLVE, IGNORE, FAIL = "evolve", "ignore", "fail"
 POLICIES = (EVOLVE, IGNORE, FAIL)

@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
-from cdc_ingest.column_values import column_error, typed_value
-from cdc_ingest.commit_notes import commit_properties, counts_properties, earlier_counts
-from cdc_ingest.formats.base import DELETE, UPSERT, ColumnType
-from cdc_ingest.summary import TableSummary
-from cdc_ingest.tables import ORDER_COLUMN, holds_rows, quote
-from cdc_ingest.update_images import (
+from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
+from cdc_ingest.apply.update_images import (
     KEEP_COLUMN,
     MOVED_COLUMN,
     fill_unsent,
     with_old_key_deletes,
 )
+from cdc_ingest.contract import DELETE, UPSERT
+from cdc_ingest.schema.target import TargetTable
+from cdc_ingest.schema.values import column_error, typed_value
+from cdc_ingest.state.summary import TableSummary
+from cdc_ingest.state.tables import ORDER_COLUMN, holds_rows, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,37 +50,6 @@ OUTCOMES = (
     "older",
     "key_changes",
 )
-
-
-@dataclass(frozen=True)
-class TargetTable:
-    """A mirrored table as this batch sees it.
-
-    Attributes:
-        name: table name inside the namespace.
-        identifier: quoted ``catalog.namespace.table``.
-        keys: key (identifier) columns.
-        columns: every source column and its type, after any additions by this batch.
-        tombstones: quoted identifier of the namespace's ``_cdc_tombstones`` table.
-        source_dropped: whether the source dropped the table.
-    """
-
-    name: str
-    identifier: str
-    keys: tuple[str, ...]
-    columns: dict[str, ColumnType]
-    tombstones: str
-    # The source dropped the table (DROP TABLE/ERASE): the mirror is kept and receives no changes.
-    source_dropped: bool = False
-    # Column names of the batch the table cannot hold, with why: changes carrying them are
-    # dead-lettered (see target_schema.refused_columns).
-    refused_columns: dict[str, str] = field(default_factory=dict)
-    # Placeholders some changes carry for values not sent: those columns keep what is stored.
-    unavailable_values: tuple[str, ...] = ()
-    # Some updates of the batch moved a row to another key.
-    moves_keys: bool = False
-    # Created by this batch (by this run, or by an earlier attempt of the batch).
-    created_in_batch: bool = False
 
 
 def _raw(name: str, keys: tuple[str, ...]) -> Column:

@@ -1,0 +1,3 @@
+"""Applying a batch's changes to each target table: keyed MERGE, segmented around DDL,
+append-only.
+"""

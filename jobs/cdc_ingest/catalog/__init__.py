@@ -1,0 +1,1 @@
+"""The catalog section of the pipelines file and the properties Spark and pyiceberg open it with."""

@@ -1,0 +1,1 @@
+"""Landing zones: listing and checking landed files, reading their lines, their landing time."""

@@ -1,0 +1,3 @@
+"""The run of one batch: its options, its mode (full, dry run, tables-only, replay, rebuild) and
+its stages.
+"""

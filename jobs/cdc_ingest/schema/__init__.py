@@ -1,0 +1,1 @@
+"""Column types, typed values, target schemas, DDL parsing and schema evolution."""

@@ -1,0 +1,62 @@
+"""How source names become Iceberg names: identifier parts and the pipeline's table template.
+
+Shared by the rows of a batch (Spark expressions) and by names that come from the driver (the table
+a DDL statement names), so that both always agree.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+# Letters and digits of any script are kept (Iceberg and Spark take them in quoted names); every
+# other character (dots, slashes, quotes, spaces, punctuation) becomes "_". Names are lower-cased:
+# Spark's catalogs compare names without case.
+_NOT_NAME = r"[^\p{L}\p{N}_]"
+
+
+def identifier_part(column: Column) -> Column:
+    """A source name as an Iceberg identifier part: lower case, letters, digits and "_" only."""
+    return F.lower(F.regexp_replace(F.coalesce(column, F.lit("")), _NOT_NAME, "_"))
+
+
+# A table's name is a directory of its location: one path segment, at most 255 bytes on common
+# filesystems (and the JDBC catalog's name column holds 255 characters).
+MAX_TABLE_NAME_BYTES = 255
+
+# Template fields named after another source's terms: Aerospike's namespace and set.
+FIELD_ALIASES = {"namespace": "db", "set": "table"}
+
+
+def target_name(template: str) -> Column:
+    """The template ``{db}_{table}``-style rendered per row from the source names."""
+    parts: list[Column] = []
+    for literal, placeholder in re.findall(r"([^{]*)(?:{([^}]*)})?", template):
+        if literal:
+            # Sanitized here once; every placeholder is already an identifier part.
+            parts.append(F.lit(re.sub(r"[^a-z0-9_]", "_", literal.lower())))
+        if placeholder:
+            field = FIELD_ALIASES.get(placeholder, placeholder)
+            parts.append(identifier_part(F.col(f"src_{field}")))
+    return F.concat(*parts) if parts else F.lit("")
+
+
+def render_targets(
+    spark: SparkSession, template: str, sources: list[tuple[str | None, str | None, str | None]]
+) -> list[str]:
+    """:func:`target_name` of (db, schema, table) triples, by the same Spark expression.
+
+    For names that come from the driver (the table a DDL statement names): one tiny query keeps
+    them exactly the names the batch's rows get.
+    """
+    if not sources:
+        return []
+    frame = spark.createDataFrame(sources, "src_db string, src_schema string, src_table string")
+    return [r[0] for r in frame.select(target_name(template)).collect()]

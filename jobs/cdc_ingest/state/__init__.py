@@ -1,0 +1,1 @@
+"""The lake's bookkeeping: system tables, checkpoints, the run summary, the pipeline lock."""
