@@ -40,7 +40,7 @@ from cdc_ingest.state.summary import RunSummary  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_data import DEFAULT_SEED, Expected, prepare_data  # noqa: E402
-from bench_phases import render_phases, timed_phases, tree_cpu_seconds  # noqa: E402
+from bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPARK_DRIVER_MEMORY", "6g")
     import cdc_ingest.run.batch as job_module
     from cdc_ingest.spark_session import build_session
+    from cdc_ingest.stages import StageTimings, recording
 
     start = time.perf_counter()
     spark = build_session(configs[0].catalog, app_name="cdc-ingest-bench")
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     n = expected.messages
     bases: list[tuple[float, float]] = []
-    runs: list[tuple[float, float, RunSummary, dict[str, list[float]]]] = []
+    runs: list[tuple[float, float, RunSummary, StageTimings]] = []
     problems: list[str] = []
     try:
         for i in range(args.repeat + 1):
@@ -280,12 +281,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"warning: baseline counted {counted} ops, expected {n}")
             print(f"baseline run {i}:       {rate(n, wall)}, CPU {bases[-1][1]:.1f} s", flush=True)
         for i, config in enumerate(configs):
-            totals: dict[str, list[float]] = {}
-            with timed_phases(totals):
+            timings = StageTimings(cpu_clock=tree_cpu_seconds)
+            with recording(timings):
                 start, cpu = time.perf_counter(), tree_cpu_seconds()
                 summary = job_module.run_pipeline(spark, config, "bench")
                 wall = time.perf_counter() - start
-            runs.append((wall, tree_cpu_seconds() - cpu, summary, totals))
+            runs.append((wall, tree_cpu_seconds() - cpu, summary, timings))
             print(f"end to end run {i}:     {rate(n, wall)}, CPU {runs[-1][1]:.1f} s", flush=True)
             table = f"bench_{i}.bench.customers"
             rows = spark.table(table).count() if "customers" in summary.tables else -1
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(CPU time: {best[1] / best_base[1]:.2f}x; ratio of the medians: {median:.2f}x)"
     )
     print(f"target <= {TARGET_RATIO:.1f}x: {'PASS' if ratio <= TARGET_RATIO else 'FAIL'}")
-    print("phases of the best pipeline run (wall time):")
+    print("stages of the best pipeline run:")
     print("\n".join(render_phases(best[3])))
     if s3_runs.walls:
         print(

@@ -1,4 +1,6 @@
-"""Wall and CPU time per phase of a pipeline run, for the benchmark (``bench.py``).
+"""Wall and CPU time per stage of a pipeline run, for the benchmark (``bench.py``).
+
+The stages are the run's own (``cdc_ingest.stages``), recorded with this module's CPU clock.
 
 CPU time is that of the whole process tree (this interpreter, Spark's JVM and its Python workers):
 on shared cores it says what a phase costs when wall time mostly says how busy the machine was.
@@ -6,46 +8,10 @@ on shared cores it says what a phase costs when wall time mostly says how busy t
 
 from __future__ import annotations
 
-import functools
 import os
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-# (module, attribute, label, parent label): functions wrapped while the pipeline runs.
-STORE = "cdc_ingest.state.checkpoints"
-APPLY_ALL = "cdc_ingest.apply.batch"
-PHASES: tuple[tuple[str, str, str, str | None], ...] = (
-    ("cdc_ingest.run.batch", "run_pipeline", "run_pipeline", None),
-    ("cdc_ingest.run.batch", "list_landed", "list landing zone", "run_pipeline"),
-    ("cdc_ingest.run.batch", "ensure_system_tables", "ensure _cdc_ tables", "run_pipeline"),
-    (STORE, "CheckpointStore.load", "load checkpoints", "run_pipeline"),
-    (STORE, "CheckpointStore.plan", "plan (sha256 of files)", "run_pipeline"),
-    (STORE, "CheckpointStore.record_planned", "record planned (overlaps 1st pass)", "run_pipeline"),
-    (
-        "cdc_ingest.run.batch",
-        "take_inventory",
-        "read + decode + inventory (1st pass)",
-        "run_pipeline",
-    ),
-    ("cdc_ingest.run.batch", "apply_all_tables", "apply all tables", "run_pipeline"),
-    (APPLY_ALL, "prepare_target", "prepare target (infer types, DDL)", "apply all tables"),
-    (APPLY_ALL, "apply_table", "apply table", "apply all tables"),
-    ("cdc_ingest.apply.keyed", "_merge_target", "MERGE INTO target", "apply table"),
-    ("cdc_ingest.apply.keyed", "_merge_tombstones", "MERGE INTO tombstones", "apply table"),
-    ("cdc_ingest.apply.keyed", "_append_target", "append to created target", "apply table"),
-    ("cdc_ingest.apply.keyed", "_append_tombstones", "append first tombstones", "apply table"),
-    ("cdc_ingest.run.batch", "write_dead_letters", "dead letters", "run_pipeline"),
-    (STORE, "CheckpointStore.record_committed", "record committed", "run_pipeline"),
-)
-REMAINDER = {
-    "run_pipeline": "other (less the overlap of record planned)",
-    "apply all tables": "other",
-    "apply table": "type + collapse + classify + count",
-}
-
+from cdc_ingest.stages import SEPARATOR, StageTimings
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -75,63 +41,26 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     return total
 
 
-@contextmanager
-def timed_phases(totals: dict[str, list[float]]) -> Iterator[None]:
-    """Accumulate [wall, CPU] seconds per phase into ``totals`` while the context is open."""
-    import importlib
+def render_phases(timings: StageTimings) -> list[str]:
+    """The stages as an indented tree (wall and CPU), each parent's unaccounted time last."""
+    spent = timings.spent
+    lines = [f"  {'stage':<56} {'wall':>8}   {'CPU':>8}"]
 
-    undo: list[tuple[Any, str, Any]] = []
-
-    def wrap(original: Callable[..., Any], label: str) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start, cpu = time.perf_counter(), tree_cpu_seconds()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                spent = totals.setdefault(label, [0.0, 0.0])
-                spent[0] += time.perf_counter() - start
-                spent[1] += tree_cpu_seconds() - cpu
-
-        return timed
-
-    try:
-        for module_name, attribute, label, _ in PHASES:
-            owner: Any = importlib.import_module(module_name)
-            *path, name = attribute.split(".")
-            for part in path:
-                owner = getattr(owner, part)
-            original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-            undo.append((owner, name, original))
-            setattr(owner, name, wrap(original, label))
-        yield
-    finally:
-        for owner, name, original in reversed(undo):
-            setattr(owner, name, original)
-
-
-def render_phases(totals: dict[str, list[float]]) -> list[str]:
-    """The phases as an indented tree, each parent's unaccounted time as its remainder."""
-    children: dict[str | None, list[str]] = {}
-    for _, _, label, parent in PHASES:
-        children.setdefault(parent, []).append(label)
-    lines = [f"  {'phase':<56} {'wall':>8}   {'CPU':>8}"]
-
-    def line(label: str, depth: int, spent: list[float]) -> None:
-        wall, cpu = spent
+    def line(label: str, depth: int, wall: float, cpu: float) -> None:
         lines.append(f"  {'  ' * depth}{label:<{56 - 2 * depth}} {wall:8.2f} s {cpu:8.2f} s")
 
-    def walk(label: str, depth: int) -> None:
-        line(label, depth, totals.get(label, [0.0, 0.0]))
-        kids = children.get(label, [])
+    def walk(path: str, depth: int) -> None:
+        wall, cpu = spent[path]
+        line(path.rsplit(SEPARATOR, 1)[-1], depth, wall, cpu)
+        kids = [p for p in spent if p.rsplit(SEPARATOR, 1)[0] == path and p != path]
         for kid in kids:
             walk(kid, depth + 1)
-        if kids and label in REMAINDER:
-            rest = [
-                totals.get(label, [0.0, 0.0])[i] - sum(totals.get(k, [0.0, 0.0])[i] for k in kids)
-                for i in (0, 1)
-            ]
-            line(REMAINDER[label], depth + 1, rest)
+        if kids:
+            rest_wall = wall - sum(spent[k][0] for k in kids)
+            rest_cpu = cpu - sum(spent[k][1] for k in kids)
+            line("other", depth + 1, rest_wall, rest_cpu)
 
-    walk("run_pipeline", 0)
+    for path in spent:
+        if SEPARATOR not in path:
+            walk(path, 0)
     return lines

@@ -200,7 +200,7 @@ def test_airflow_connections_become_catalog_properties_and_are_masked(monkeypatc
 
 @pytest.mark.parametrize("lake", [REST_S3], indirect=True)
 def test_pyiceberg_readers_see_a_rest_catalog_over_s3(lake):
-    from cdc_ingest_airflow.lake_state import batch_summary, new_files
+    from cdc_ingest_airflow.lake_state import batch_summary, pending
     from cdc_ingest_airflow.pipeline_status import gather
 
     c = Changes("debezium-json")
@@ -210,7 +210,7 @@ def test_pyiceberg_readers_see_a_rest_catalog_over_s3(lake):
     second = lake.land("accounts", "002.json", [c.delete({"id": 1, "owner": "a"}, 2000)])
 
     config = load_config(lake.config_path)
-    assert new_files(config, "accounts") == [second.as_uri()]
+    assert pending(config, "accounts").files == [second.as_uri()]
     summary = batch_summary(str(lake.config_path), "accounts", run_id="manual")
     assert summary["batch_id"] is None  # no row recorded under this run id
     overview = gather(str(lake.config_path))

@@ -112,3 +112,43 @@ def test_params_are_declared_validated_and_passed_as_flags(config_file: Path) ->
         "--replay-to=2026-11-21T00:00:00+00:00",
         "--rebuild-tables=",
     ]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_the_flags_a_dag_run_renders_are_the_options_the_job_parses(config_file: Path) -> None:
+    from airflow.utils.types import DagRunType
+    from cdc_ingest.cli import _parser
+    from cdc_ingest.landing.landed_time import LandedRange
+    from cdc_ingest.run.options import RunOptions, parsed_options
+
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    dag = dagbag().dags["ingest_orders_ld"]
+    args = dag.get_task("apply_batch").application_args
+    env = dag.get_template_env()
+    interval = {
+        "data_interval_start": datetime(2026, 11, 20, tzinfo=UTC),
+        "data_interval_end": datetime(2026, 11, 21, tzinfo=UTC),
+        "run_id": "r1",
+    }
+
+    def job_options(run_type: str, **params: Any) -> RunOptions:
+        context = {**interval, "dag_run": SimpleNamespace(run_type=run_type)}
+        values = {**dag.params.validate(), **params}
+        rendered = [env.from_string(a).render(params=values, **context) for a in args]
+        return parsed_options(_parser().parse_args(rendered))
+
+    assert job_options("manual", tables=["orders", "items"], max_files=2) == RunOptions(
+        tables=("items", "orders"), max_files=2, run_id="r1"
+    )
+    assert job_options("scheduled", dry_run=True) == RunOptions(dry_run=True, run_id="r1")
+    assert job_options("manual", replay_to="2026-11-02T06:00:00+01:00") == RunOptions(
+        run_id="r1", landed=LandedRange(None, datetime(2026, 11, 2, 5, tzinfo=UTC))
+    )
+    assert job_options("manual", rebuild_tables=["orders"]) == RunOptions(
+        run_id="r1", rebuild_tables=("orders",)
+    )
+    backfill = job_options(DagRunType.BACKFILL_JOB, rebuild_tables=["orders"])
+    assert backfill == RunOptions(
+        run_id="r1",
+        landed=LandedRange(datetime(2026, 11, 20, tzinfo=UTC), datetime(2026, 11, 21, tzinfo=UTC)),
+    )

@@ -48,8 +48,8 @@ def _ingest_four_batches(lake) -> Changes:
 
 
 def _pyiceberg_table(lake, name: str):
-    from cdc_ingest.catalog.properties import open_catalog
     from cdc_ingest.config import load_config
+    from cdc_ingest.state.lake import open_catalog
 
     return open_catalog(load_config(lake.config_path).catalog).load_table(f"ods.{name}")
 
@@ -111,9 +111,9 @@ def test_maintain_compacts_applies_deletes_expires_snapshots_and_removes_orphans
     assert len(checkpoints.snapshots()) == 1 and _files(checkpoints)[0] == 1
 
     # The checkpoints still say every file is applied, and ingest goes on where it was.
-    from cdc_ingest_airflow.lake_state import new_files
+    from cdc_ingest_airflow.lake_state import pending
 
-    assert new_files(load_config(lake.config_path), "accounts") == []
+    assert not pending(load_config(lake.config_path), "accounts").any
     assert lake.run("accounts").batch_id is None
     lake.land("accounts", "004.json", [changes.update(_row(3, 3), _row(3, 33), 9000)])
     assert lake.run("accounts").batch_id == 5

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from cdc_ingest.landing.landed_time import LandedRange
-from cdc_ingest.run.modes import ReplayRefused
+from cdc_ingest.run.replays import ReplayRefused
 from formats_under_test import keyless_blob_insert
 from test_run_options import dele, ins, upd
 

@@ -115,8 +115,9 @@ class Deployment:
 
     def read(self, table: str) -> list[dict[str, Any]]:
         """Rows of a table through pyiceberg, with the warehouse keys the connection holds."""
-        from cdc_ingest.catalog.properties import env_name, open_catalog
+        from cdc_ingest.catalog.properties import env_name
         from cdc_ingest.config import load_config
+        from cdc_ingest.state.lake import open_catalog
 
         catalog = load_config(self.root / "pipelines.yaml").catalog
         environ = {

@@ -2,7 +2,8 @@
 
 - :func:`has_work` (the ``check_landing`` short-circuit task): is there anything for Spark to
   do? Always for a replay, rebuild or backfill run; otherwise :func:`has_new_files` lists the
-  landing zone and compares it with the pipeline's committed files in ``_cdc_checkpoints``.
+  landing zone and reads ``_cdc_checkpoints`` through ``cdc_ingest.state.lake``, which the job
+  and the status page read it through too.
 - :func:`batch_summary` (the ``batch_summary`` task): the summary of the batch that this DAG run's
   ``apply_batch`` recorded in ``_cdc_batches``, returned as the task's XCom.
 
@@ -17,10 +18,17 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from cdc_ingest.catalog.properties import open_catalog
 from cdc_ingest.config import Config, load_config
 from cdc_ingest.landing.zones import list_landed
-from cdc_ingest.state.checkpoints import APPLIED, COMMITTED, DUPLICATE, PLANNED
+from cdc_ingest.run.options import forces_run
+from cdc_ingest.state.lake import (
+    CatalogMissing,
+    PendingWork,
+    checkpoint_state,
+    open_catalog,
+    pending_work,
+    pipeline_rows,
+)
 from cdc_ingest.state.tables import BATCHES, CHECKPOINTS
 
 from cdc_ingest_airflow.aws_connection import catalog_environment, pipeline_s3_access
@@ -31,23 +39,17 @@ log = logging.getLogger(__name__)
 def _pipeline_rows(
     config: Config, namespace: str, table: str, pipeline: str, fields: tuple[str, ...]
 ) -> list[dict[str, Any]] | None:
-    """A pipeline's rows of a system table; None if the table does not exist yet."""
-    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-
+    """A pipeline's rows of a system table; None if it (or the catalog) does not exist yet."""
     environ = {**os.environ, **catalog_environment(config.catalog)}
-    catalog = open_catalog(config.catalog, environ=environ)
     try:
-        loaded = catalog.load_table((namespace, table))
-    except (NoSuchTableError, NoSuchNamespaceError):
+        catalog = open_catalog(config.catalog, environ)
+    except CatalogMissing:
         return None
-    # Pipeline names are [a-z0-9_]+ (checked when the config loads): safe inside quotes.
-    scan = loaded.scan(row_filter=f"pipeline == '{pipeline}'", selected_fields=fields)
-    rows: list[dict[str, Any]] = scan.to_arrow().to_pylist()
-    return rows
+    return pipeline_rows(catalog, namespace, table, pipeline, fields)
 
 
-def new_files(config: Config, pipeline_name: str) -> list[str] | None:
-    """Landed files the pipeline has not committed; None when a planned batch awaits its commit.
+def pending(config: Config, pipeline_name: str) -> PendingWork:
+    """What the pipeline's next run has to do: new landed files, or a planned batch to resume.
 
     Raises:
         ConfigError: unknown pipeline.
@@ -58,25 +60,7 @@ def new_files(config: Config, pipeline_name: str) -> list[str] | None:
     rows = _pipeline_rows(
         config, pipeline.namespace, CHECKPOINTS, pipeline.name, ("batch_id", "status", "file")
     )
-    return uncommitted([f.uri for f in landed], rows or [])
-
-
-def uncommitted(landed: list[str], rows: list[dict[str, Any]]) -> list[str] | None:
-    """Landed URIs that no committed batch applied; None when a planned batch awaits its commit.
-
-    Args:
-        landed: the landing zone's file URIs.
-        rows: the pipeline's ``_cdc_checkpoints`` rows (``batch_id``, ``status``, ``file``).
-    """
-    committed = {r["batch_id"] for r in rows if r["status"] == COMMITTED}
-    if any(r["status"] == PLANNED and r["batch_id"] not in committed for r in rows):
-        return None
-    seen = {
-        r["file"]
-        for r in rows
-        if r["batch_id"] in committed and r["status"] in (APPLIED, DUPLICATE)
-    }
-    return [uri for uri in landed if uri not in seen]
+    return pending_work([f.uri for f in landed], checkpoint_state(rows or []))
 
 
 def has_new_files(config_path: str, pipeline_name: str) -> bool:
@@ -85,24 +69,27 @@ def has_new_files(config_path: str, pipeline_name: str) -> bool:
     A file landing again under a new name counts as new here (telling needs its content hash);
     the job then records it as a duplicate without applying it.
     """
-    files = new_files(load_config(config_path), pipeline_name)
-    if files is None:
-        log.info("pipeline %s: a planned batch awaits its commit: resuming it", pipeline_name)
-        return True
-    log.info("pipeline %s: %d new landed files %s", pipeline_name, len(files), files[:20])
-    return bool(files)
+    work = pending(load_config(config_path), pipeline_name)
+    if work.resumes_batch is not None:
+        log.info(
+            "pipeline %s: batch %d was planned and awaits its commit: resuming it",
+            pipeline_name,
+            work.resumes_batch,
+        )
+    log.info("pipeline %s: %d new landed files %s", pipeline_name, len(work.files), work.files[:20])
+    return work.any
 
 
 def has_work(config_path: str, pipeline_name: str, params: Mapping[str, Any], dag_run: Any) -> bool:
-    """The ``check_landing`` task: a replay, rebuild or backfill run always has work; others
-    have work when :func:`has_new_files` says so."""
+    """The ``check_landing`` task: a backfill run, or a run whose Params ask for a replay or
+    rebuild, always has work; others have work when :func:`has_new_files` says so."""
     run_type = getattr(dag_run, "run_type", None)
-    backfill = getattr(run_type, "value", run_type) == "backfill"
-    if backfill or params.get("replay_from") or params.get("replay_to"):
+    if getattr(run_type, "value", run_type) == "backfill":
         log.info("pipeline %s: replaying the files landed in the run's range", pipeline_name)
         return True
-    if params.get("rebuild_tables"):
-        log.info("pipeline %s: rebuilding %s", pipeline_name, params["rebuild_tables"])
+    forcing = forces_run(params)
+    if forcing:
+        log.info("pipeline %s: %s asked for: always work", pipeline_name, ", ".join(forcing))
         return True
     return has_new_files(config_path, pipeline_name)
 

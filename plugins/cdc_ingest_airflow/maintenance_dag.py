@@ -23,13 +23,13 @@ from cdc_ingest.config import Config, PipelineConfig
 from cdc_ingest.maintenance_config import format_duration
 
 from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
-from cdc_ingest_airflow.dag_factory import (
+from cdc_ingest_airflow.spark_job import (
     JARS_MACRO,
     START_DATE,
     TAG,
-    _env_vars,
-    _spark_conf,
     application_path,
+    env_vars,
+    spark_conf,
     submit_jars,
 )
 
@@ -89,8 +89,8 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             application_args=["maintain", "--config", config_path, "--pipeline", pipeline.name],
             conn_id=config.spark.conn_id,
             jars="{{ " + JARS_MACRO + "() }}",
-            conf=_spark_conf(config),
-            env_vars=_env_vars(application.parent),
+            conf=spark_conf(config),
+            env_vars=env_vars(application.parent),
             name=f"cdc-ingest-maintain-{pipeline.name}",
             verbose=False,
         )

@@ -14,17 +14,15 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
-from cdc_ingest.catalog.properties import open_catalog, scrub, secret_values
+from cdc_ingest.catalog.properties import scrub, secret_values
 from cdc_ingest.config import CatalogConfig, PipelineConfig, load_config
 from cdc_ingest.landing.zones import list_landed
+from cdc_ingest.state.lake import CatalogMissing, checkpoint_state, open_catalog, pending_work
 from cdc_ingest.state.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS
 
 from cdc_ingest_airflow.aws_connection import catalog_environment
-from cdc_ingest_airflow.lake_state import uncommitted
 from cdc_ingest_airflow.status_model import (
     BatchStatus,
     CheckpointStatus,
@@ -111,15 +109,13 @@ def _message(exc: BaseException) -> str:
 
 def _open_catalog(catalog: CatalogConfig) -> tuple[Any | None, str | None]:
     """The pyiceberg catalog, or None and why not; never creates a catalog database."""
-    if catalog.database == "sqlite":
-        path = Path(unquote(urlparse(catalog.uri).path))
-        if not path.is_file():
-            return None, f"catalog database {path} does not exist (no batch has run yet?)"
     environ = dict(os.environ)
     try:
         environ.update(catalog_environment(catalog))
-        opened = open_catalog(catalog, create=False, environ=environ)
+        opened = open_catalog(catalog, environ)
         opened.list_namespaces()
+    except CatalogMissing as exc:
+        return None, str(exc)
     except Exception as exc:
         return None, scrub(_message(exc), secret_values(catalog, environ))
     return opened, None
@@ -168,14 +164,18 @@ def _read_pipeline(
         if status.namespace_exists
         else []
     )
-    status.checkpoint = _checkpoint(checkpoints)
+    state = checkpoint_state(checkpoints)
+    status.checkpoint = CheckpointStatus(
+        last_batch_id=state.last_committed_batch_id,
+        committed_at=state.last_committed_at,
+        files_applied=len(state.applied),
+        duplicates=state.duplicates,
+        awaiting_resume=state.pending_batch_id,
+    )
     if landed is not None:
-        committed_batches = {r["batch_id"] for r in checkpoints if r["status"] == "committed"}
-        pending = uncommitted(
-            landed, [r for r in checkpoints if r["batch_id"] in committed_batches]
-        )
-        status.pending_count = len(pending or [])
-        status.pending_files = (pending or [])[:PENDING_LISTED]
+        work = pending_work(landed, state)
+        status.pending_count = len(work.files)
+        status.pending_files = work.files[:PENDING_LISTED]
     if not status.namespace_exists:
         return
     batches = _scan(catalog, namespace, BATCHES, mine, BATCH_FIELDS)
@@ -217,22 +217,6 @@ def _read_pipeline(
         )
         for r in ddl[:RECENT_DDL]
     ]
-
-
-def _checkpoint(rows: list[dict[str, Any]]) -> CheckpointStatus:
-    committed = {r["batch_id"]: r["recorded_at"] for r in rows if r["status"] == "committed"}
-    state = CheckpointStatus()
-    if committed:
-        state.last_batch_id = max(committed)
-        state.committed_at = committed[state.last_batch_id]
-    in_committed = [r for r in rows if r["batch_id"] in committed]
-    state.files_applied = sum(1 for r in in_committed if r["status"] == "applied")
-    state.duplicates = sum(1 for r in in_committed if r["status"] == "duplicate")
-    planned = [
-        r["batch_id"] for r in rows if r["status"] == "planned" and r["batch_id"] not in committed
-    ]
-    state.awaiting_resume = max(planned) if planned else None
-    return state
 
 
 def _batches(rows: list[dict[str, Any]], status: PipelineStatus, now: datetime) -> None:

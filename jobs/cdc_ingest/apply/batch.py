@@ -20,6 +20,7 @@ from cdc_ingest.apply.update_images import pair_before_halves
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.evolution import EVOLVE, ignored_rows
 from cdc_ingest.schema.target import TargetInventory, prepare_target, table_keys
+from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import qualified
 
@@ -63,11 +64,14 @@ def apply_all_tables(
     inventory: Inventory,
     summary: RunSummary,
     events: list[DdlEvent],
+    only: tuple[str, ...] = (),
+    appends: bool = True,
 ) -> list[DataFrame]:
     """Prepare every target table and apply its changes and statements; returns typing errors.
 
-    A run restricted to some tables (``summary.only_tables``) applies those of them that the batch
-    changes and that have a key, and says in ``summary.skipped_tables`` why it skipped the others.
+    A run restricted to some tables (``only``) applies those of them that the batch changes (and,
+    without ``appends``, that have a key), and says in ``summary.skipped_tables`` why it skipped
+    the others.
     Tables with DDL in the batch come first, in stream order: a renamed table must be renamed
     before the rows that already carry its new name are applied.
     """
@@ -79,8 +83,7 @@ def apply_all_tables(
     if inventory.tableless_deletes:
         fan_out = _fan_out_tableless_deletes(spark, batch, inventory)
         summary.deletes_without_table_tables = sorted(fan_out)
-    only = set(summary.only_tables) or set((summary.replay or {}).get("tables", []))
-    for name in sorted(only - set(inventory.tables)):
+    for name in sorted(set(only) - set(inventory.tables)):
         summary.skipped_tables[name] = "no changes in these files"
     by_table: dict[str, list[DdlEvent]] = {}
     for event in events if evolve else []:
@@ -103,7 +106,7 @@ def apply_all_tables(
         if only and name not in only:
             summary.skipped_table_messages += inventory.rows.get(name, 0)
             continue
-        if summary.only_tables and not _keyed(spark, batch, base):
+        if not appends and not _keyed(spark, batch, base):
             summary.skipped_tables[name] = "append-only: only a full run appends its rows"
             summary.skipped_table_messages += inventory.rows.get(name, 0)
             continue
@@ -183,18 +186,19 @@ def _apply_plain(
     evolve: bool,
 ) -> tuple[TableSummary, DataFrame | None]:
     """One table without statements in the batch: one segment (none if its source was dropped)."""
-    target, created = prepare_target(
-        ctx.spark,
-        ctx.catalog,
-        ctx.namespace,
-        ctx.existing,
-        base,
-        ctx.decoder,
-        ctx.cached,
-        ctx.resolved,
-        evolve,
-        ctx.batch_id,
-    )
+    with stage("prepare target"):
+        target, created = prepare_target(
+            ctx.spark,
+            ctx.catalog,
+            ctx.namespace,
+            ctx.existing,
+            base,
+            ctx.decoder,
+            ctx.cached,
+            ctx.resolved,
+            evolve,
+            ctx.batch_id,
+        )
     ctx.existing.add(base.name)
     if target.source_dropped:
         return TableSummary(base.name, messages=rows, source_dropped=rows), None

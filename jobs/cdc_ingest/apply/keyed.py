@@ -24,6 +24,7 @@ from cdc_ingest.apply.update_images import (
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.schema.values import column_error, typed_value
+from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import ORDER_COLUMN, holds_rows, quote
 
@@ -316,12 +317,13 @@ def apply_table(
     # cache) and with the lineage cut: the MERGE below changes the table this classification
     # read, and a recomputation after it would classify against the new state.
     classified = classified.localCheckpoint(eager=False)
-    counts = {
-        (r["_action"], r["_had_tombstone"]): (r["keys"], r["changes"])
-        for r in classified.groupBy("_action", "_had_tombstone")
-        .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
-        .collect()
-    }
+    with stage("type, collapse, classify"):
+        counts = {
+            (r["_action"], r["_had_tombstone"]): (r["keys"], r["changes"])
+            for r in classified.groupBy("_action", "_had_tombstone")
+            .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
+            .collect()
+        }
     by_action: dict[str, int] = {}
     for (act, _), (keys, _) in counts.items():
         by_action[act] = by_action.get(act, 0) + keys
@@ -349,14 +351,18 @@ def apply_table(
     with commit_properties(spark, counts_properties(batch_id, target.name, part, outcome)):
         if summary.inserted or summary.updated or summary.deleted:
             if created:
-                _append_target(classified, target, batch_id)
+                with stage("append to created table"):
+                    _append_target(classified, target, batch_id)
             else:
-                _merge_target(spark, classified, target)
+                with stage("merge into table"):
+                    _merge_target(spark, classified, target)
         if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
             if tombstones:
-                _merge_tombstones(spark, classified, target, batch_id)
+                with stage("merge into tombstones"):
+                    _merge_tombstones(spark, classified, target, batch_id)
             else:
-                _append_tombstones(classified, target, batch_id)
+                with stage("append first tombstones"):
+                    _append_tombstones(classified, target, batch_id)
     if earlier is not None:
         for name in (*OUTCOMES, "created"):
             setattr(summary, name, earlier.get(name, getattr(summary, name)))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from cdc_ingest.catalog.config import CatalogConfig, is_secret
 from cdc_ingest.landing.zones import S3Access
@@ -150,22 +149,3 @@ def scrub(text: str, secrets: list[str]) -> str:
         if secret:
             text = text.replace(secret, "***")
     return text
-
-
-def open_catalog(
-    catalog: CatalogConfig, *, create: bool = True, environ: Mapping[str, str] | None = None
-) -> Any:
-    """The pyiceberg catalog for ``catalog``: the one opener of every reader outside Spark.
-
-    Args:
-        catalog: the pipelines file's catalog.
-        create: for a SQL catalog, whether pyiceberg may create its tables if they are missing
-            (the status page must never create a catalog database).
-        environ: where secrets come from (default: this process's environment).
-    """
-    from pyiceberg.catalog import load_catalog
-
-    props = pyiceberg_properties(catalog, environ)
-    if catalog.type == "jdbc" and not create:
-        props["init_catalog_tables"] = "false"
-    return load_catalog(catalog.name, **props)

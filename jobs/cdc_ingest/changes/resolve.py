@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DELETE, DUPLICATE, UPSERT
 from cdc_ingest.schema.names import MAX_TABLE_NAME_BYTES, target_name
-from cdc_ingest.state.checkpoints import OffsetRange
+from cdc_ingest.state.lake import OffsetRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,17 +1,40 @@
-"""One micro-batch of one pipeline: plan, read, decode, apply, dead-letter, record, checkpoint."""
+"""One micro-batch of one pipeline, as a sequence of stages over one run context.
+
+plan -> read -> decode -> resolve -> count -> apply -> record -> commit
+
+- **plan**: list the landing zone, load the checkpoint, choose the run's mode, plan its files.
+- **read**: check each planned file against its plan, read its lines (exact file and line).
+- **decode**: the format's decoder adds the change columns (``cdc_ingest.contract``).
+- **resolve**: target table, key and full ordering value of each change (and, for a replay, the
+  positions of its first application).
+- **count**: the first pass over the batch, which caches it: counts, target tables, file stats.
+- **apply**: per table, type the row images, collapse each key to its newest change, classify it
+  against the table and MERGE (``cdc_ingest.apply``); DDL in stream order.
+- **record**: dead letters, DDL history and the batch's row of ``_cdc_batches``.
+- **commit**: seal the batch in ``_cdc_checkpoints``.
+
+The mode (``cdc_ingest.run.modes``) is chosen once, while planning: it supplies the plan, the
+tables the run is restricted to and which of the recorders run.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
-
 from cdc_ingest.apply.batch import apply_all_tables
-from cdc_ingest.changes.inventory import Batch, FileStats, Inventory, cached_columns, take_inventory
+from cdc_ingest.changes.inventory import (
+    Batch,
+    FileStats,
+    Inventory,
+    cached_columns,
+    take_inventory,
+)
 from cdc_ingest.changes.resolve import mark_applied_offsets, resolve_changes
 from cdc_ingest.fault_injection import install_commit_fault, maybe_die
 from cdc_ingest.formats import load_decoder
@@ -27,49 +50,24 @@ from cdc_ingest.landing.zones import (
 from cdc_ingest.record.batches import record_batch
 from cdc_ingest.record.ddl_history import record_ddl
 from cdc_ingest.record.dead_letters import decode_error_samples, write_dead_letters
-from cdc_ingest.run.modes import (
-    ddl_events,
-    drop_rebuilt,
-    plan_batch,
-    prepare_resolved,
-    replay_config,
-    restrict,
-)
-from cdc_ingest.run.options import RunOptions, RunRefused
-from cdc_ingest.schema.evolution import (
-    SchemaChangeRefused,
-    check_policy,
-    collect_ddl,
-)
+from cdc_ingest.run.context import RunContext
+from cdc_ingest.run.modes import RunMode, choose_mode
+from cdc_ingest.run.options import RunOptions
+from cdc_ingest.schema.evolution import SchemaChangeRefused, check_policy, collect_ddl
 from cdc_ingest.spark_session import configure_catalog, release
-from cdc_ingest.state.checkpoints import CheckpointState, CheckpointStore
+from cdc_ingest.stages import StageTimings, current, recording, stage
+from cdc_ingest.state.checkpoints import CheckpointStore
+from cdc_ingest.state.lake import CheckpointState
 from cdc_ingest.state.summary import RunSummary, TableSummary
 from cdc_ingest.state.tables import CHECKPOINTS, ensure_system_tables, existing_tables
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from cdc_ingest.config import Config
-
-
-class _Clock:
-    """Wall time of the run and of its phases."""
-
-    def __init__(self) -> None:
-        self.started = datetime.now(UTC)
-        self.start = self.last = time.perf_counter()
-        self.phases: dict[str, float] = {}
-
-    def lap(self, phase: str) -> None:
-        now = time.perf_counter()
-        self.phases[phase] = round(now - self.last, 3)
-        self.last = now
-
-    def finish(self, summary: RunSummary) -> RunSummary:
-        summary.phase_seconds = dict(self.phases)
-        summary.finished_at = datetime.now(UTC).isoformat()
-        summary.duration_s = round(time.perf_counter() - self.start, 3)
-        return summary
+    from cdc_ingest.landing.zones import LandedFile
+    from cdc_ingest.schema.evolution import DdlEvent
+    from cdc_ingest.state.checkpoints import BatchPlan
 
 
 def run_pipeline(
@@ -77,185 +75,299 @@ def run_pipeline(
 ) -> RunSummary:
     """Apply every landed file of a pipeline not applied yet, as one micro-batch.
 
+    Stage timings go to the timings being recorded (see ``cdc_ingest.stages``), if any, and the
+    top-level ones to the summary's ``phase_seconds``.
+
     Args:
         spark: the session.
         config: the pipelines file.
         pipeline_name: the pipeline to run.
-        options: tables, dry run, file cap and run id (see :class:`RunOptions`).
+        options: tables, dry run, file cap, run id, replay or rebuild (see :class:`RunOptions`).
 
     Raises:
         ConfigError: unknown pipeline.
         LandingError: the landing zone cannot be listed or a file cannot be read.
         RunRefused: ``tables`` given while a batch is pending.
+        ReplayRefused: a replay or rebuild that cannot be run as asked.
     """
     options = options or RunOptions()
     install_commit_fault()
-    clock = _Clock()
+    started, start = datetime.now(UTC), time.perf_counter()
+    with recording(current() or StageTimings()) as timings:
+        with stage("plan"):
+            run = open_run(spark, config, pipeline_name, options)
+            mode = choose_mode(options, run.state)
+            plan = mode.kind.plan(run)
+        summary = new_summary(run, mode, plan, started)
+        stats, left_out = FileStats(), dict[int, FileCheck]()
+        if plan.files:
+            with _planned_recorded(run, mode, plan) as await_planned:
+                with stage("read"):
+                    landed, seen, left_out = read(run, mode, plan, summary)
+                with stage("decode"):
+                    decoded = decode(run, landed)
+                with stage("resolve"):
+                    resolved = resolve(run, mode, plan, decoded)
+                with stage("count"):
+                    batch, inventory = count(run, mode, plan, resolved, summary, stats)
+                    _fail_if_moved(seen, left_out)
+                    mode.kind.restrict(inventory, run.existing, summary)
+                await_planned()
+            maybe_die("after_plan")
+            with stage("apply"):
+                events, dead = apply(run, mode, batch, inventory, summary)
+            with stage("record"):
+                record(run, mode, batch, landed, dead, events, summary)
+            release(batch.cached)
+        elif not plan.empty:
+            maybe_die("after_plan")  # a batch of duplicates only
+        summary.kafka_offsets = _offsets(stats, summary) if run.pipeline.envelope == "kafka" else []
+        summary.phase_seconds = timings.top_level()
+        summary.finished_at = datetime.now(UTC).isoformat()
+        summary.duration_s = round(time.perf_counter() - start, 3)
+        if not plan.empty and mode.effect.records_batch:
+            with stage("commit"):
+                commit(run, mode, plan, stats, summary, left_out)
+    return summary
+
+
+def open_run(
+    spark: SparkSession, config: Config, pipeline_name: str, options: RunOptions
+) -> RunContext:
+    """The pipeline, its landing zone, its namespace's tables and its checkpoint state.
+
+    A run that writes makes sure the namespace's system tables exist; a dry run only looks.
+    """
     pipeline = config.pipeline(pipeline_name)
     decoder = load_decoder(pipeline.format, pipeline.options)
-    catalog, namespace = config.catalog.name, pipeline.namespace
     listing = list_landed(pipeline.landing)
+    catalog = config.catalog.name
     configure_catalog(spark, config.catalog)
     if options.dry_run:
-        existing = existing_tables(spark, catalog, namespace)
+        existing = existing_tables(spark, catalog, pipeline.namespace)
     else:
-        existing = ensure_system_tables(spark, catalog, namespace)
-    store = CheckpointStore(spark, catalog, namespace, pipeline.name)
+        existing = ensure_system_tables(spark, catalog, pipeline.namespace)
+    store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name)
     state = store.load() if CHECKPOINTS in existing else CheckpointState()
-    if options.tables and state.pending_batch_id is not None:
-        raise RunRefused(
-            f"batch {state.pending_batch_id} was planned and not committed: "
-            "run without tables to finish it first"
-        )
-    if options.landed is not None or options.rebuild_tables:
-        plan = plan_batch(spark, config, pipeline.name, store, state, listing, options)
-    else:
-        plan = store.plan(listing, state, options.max_files)
-    clock.lap("plan")
+    return RunContext(spark, config, pipeline, decoder, options, listing, existing, store, state)
+
+
+def new_summary(run: RunContext, mode: RunMode, plan: BatchPlan, started: datetime) -> RunSummary:
+    """The run's summary as the plan describes it."""
     summary = RunSummary(
-        pipeline=pipeline.name,
-        dry_run=options.dry_run,
-        only_tables=sorted(set(options.tables)),
-        max_files=options.max_files,
+        pipeline=run.pipeline.name,
+        dry_run=not mode.effect.writes_tables,
+        only_tables=list(mode.only_tables),
+        max_files=run.options.max_files,
         deferred_files=plan.deferred,
-        started_at=clock.started.isoformat(),
+        started_at=started.isoformat(),
         changed_after_applied=plan.changed_after_applied,
     )
     if plan.empty:
-        return clock.finish(summary)
+        return summary
     summary.batch_id, summary.resumed = plan.batch_id, plan.resumed
     summary.files = [f.uri for f in plan.files]
     summary.duplicate_files = dict(plan.duplicates)
     if plan.replay is not None:
         of_batches = {f.uri: b for f, (b, _) in zip(plan.files, plan.origins, strict=True)}
         summary.replay = {**plan.replay, "of_batches": of_batches}
-    run_config = replay_config(config, plan)
-    # Only a full, real run is a batch of the checkpoint: planned first, committed last.
-    commits = not options.dry_run and not options.tables
-    # A replay's or rebuild's DDL is already in the history (its first application wrote it).
-    records_ddl = commits and plan.replay is None
-    stats = FileStats()
-    left_out: dict[int, FileCheck] = {}
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        planned: Future[None] | None = None
-        if commits and not plan.resumed and plan.files:
-            # The plan's commit overlaps the batch's first pass, which changes no table; it is
-            # awaited before any table is created or changed.
-            planned = pool.submit(store.record_planned, plan)
-        if not plan.files:
-            maybe_die("after_plan")
-        else:
-            # A resumed or replayed plan was listed by an earlier run: its files are hashed again.
-            left_out, seen = check_planned(
-                plan.files, rehash=plan.resumed or plan.replay is not None
-            )
-            for i, check in left_out.items():
-                kind = summary.missing_files if check.status == MISSING else summary.changed_files
-                kind[plan.files[i].uri] = check.reason
-            lines = read_lines(spark, plan.files, leave_out=left_out)
-            landed = to_records(lines, pipeline.envelope)
-            records = landed
-            if pipeline.envelope == "kafka":
-                records = mark_applied_offsets(records, spark, state.offset_ranges)
-            resolved = resolve_changes(
-                decoder.decode(records),
-                pipeline,
-                plan.batch_id,
-                decoder.deletes_without_table,
-                decoder.keyless_tables_append_only,
-            )
-            if plan.replay is not None:
-                resolved = prepare_resolved(spark, resolved, plan, catalog, namespace, existing)
-            # Filled by the inventory's pass. Rows in a local checkpoint cost less CPU to store and
-            # to read again than a columnar cache; a lost executor fails the batch (safe to rerun)
-            # instead of re-reading the files.
-            cached = cached_columns(
-                resolved, decoder.unavailable_values, decoder.before_half_ops
-            ).localCheckpoint(eager=False)
-            batch = Batch(plan.batch_id, resolved, cached, existing, catalog, namespace)
-            inventory = take_inventory(batch, summary, stats)
-            # The batch is in the local checkpoint now: a file that moved while it was read may
-            # be half old, half new. Nothing is applied; the rerun leaves it out.
-            moved = changed_while_read(seen, [i for i in range(len(seen)) if i not in left_out])
-            if moved:
-                raise LandingError(
-                    f"{len(moved)} landed files changed while they were read ({moved[0]}); "
-                    "nothing was applied: rerun, and the batch leaves them out"
-                )
-            restrict(inventory, existing, plan, summary)
-            clock.lap("decode")
-            if planned is not None:
-                planned.result()
-            maybe_die("after_plan")
-            if commits:
-                drop_rebuilt(spark, catalog, namespace, plan, existing)
-            dead: list[DataFrame] = []
-            events = collect_ddl(cached, pipeline.table) if summary.ddl_recorded else []
-            if plan.replay is not None:
-                events = ddl_events(events, plan)
-            save_ddl = functools.partial(
-                record_ddl,
-                spark,
-                catalog,
-                namespace,
-                pipeline.name,
-                plan.batch_id,
-                cached,
-                summary.files,
-                events,
-            )
-            if not options.dry_run:
-                try:
-                    policy = run_config.pipeline(pipeline.name)
-                    check_policy(spark, catalog, policy, existing, inventory.tables, events)
-                except SchemaChangeRefused:
-                    if records_ddl:
-                        save_ddl()
-                    raise
-            if options.dry_run:
-                _dry_run_tables(inventory, existing, summary)
-                summary.dead_letter_samples = decode_error_samples(batch, summary.files)
-            else:
-                dead = apply_all_tables(
-                    spark, run_config, pipeline.name, decoder, batch, inventory, summary, events
-                )
-                clock.lap("apply")
-                maybe_die("after_tables")
-            if commits:
-                write_dead_letters(
-                    spark,
-                    catalog,
-                    namespace,
-                    pipeline.name,
-                    batch,
-                    landed,
-                    dead,
-                    summary,
-                    only_new=plan.replay is not None,
-                )
-                if summary.ddl_recorded:
-                    summary.add_ddl_outcomes(events)
-                if summary.ddl_recorded and records_ddl:
-                    save_ddl()
-                clock.lap("dead_letters")
-            release(cached)
-    offsets = stats.offsets() if pipeline.envelope == "kafka" else []
-    summary.kafka_offsets = [
-        {"file": summary.files[i], "topic": t, "partition": p, "min_offset": lo, "max_offset": hi}
-        | {"records": n}
-        for i, t, p, lo, hi, n in offsets
-    ]
-    clock.finish(summary)
-    if options.dry_run:
-        return summary
-    record_batch(spark, catalog, namespace, summary, options.run_id)
-    if commits:
-        maybe_die("before_checkpoint")
-        store.record_committed(plan, offsets, stats.records, summary.to_json(), left_out)
     return summary
 
 
-def _dry_run_tables(inventory: Inventory, existing: set[str], summary: RunSummary) -> None:
-    """What a dry run reports per table: the changes aimed at it, and whether it is new."""
-    for name, count in inventory.rows.items():
-        summary.tables[name] = TableSummary(name, messages=count, created=name not in existing)
+@contextlib.contextmanager
+def _planned_recorded(
+    run: RunContext, mode: RunMode, plan: BatchPlan
+) -> Iterator[Callable[[], None]]:
+    """Record the plan (a batch of the checkpoint is planned first) while the first pass runs.
+
+    The first pass changes no table; the plan's commit is awaited (the yielded function) before
+    any table is created or changed.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        if mode.effect.commits and not plan.resumed:
+            yield pool.submit(run.store.record_planned, plan).result
+        else:
+            yield lambda: None
+
+
+def read(
+    run: RunContext, mode: RunMode, plan: BatchPlan, summary: RunSummary
+) -> tuple[DataFrame, list[LandedFile], dict[int, FileCheck]]:
+    """The planned files' records, what was seen of each file, and the files left out.
+
+    A file deleted or changed since it was planned is left out and named in the summary. A plan
+    listed by an earlier run (resumed, replayed) has its files hashed again.
+    """
+    left_out, seen = check_planned(plan.files, rehash=plan.resumed or mode.kind.rehashes)
+    for i, check in left_out.items():
+        kind = summary.missing_files if check.status == MISSING else summary.changed_files
+        kind[plan.files[i].uri] = check.reason
+    lines = read_lines(run.spark, plan.files, leave_out=left_out)
+    return to_records(lines, run.pipeline.envelope), seen, left_out
+
+
+def decode(run: RunContext, landed: DataFrame) -> DataFrame:
+    """The format's change columns on every record (Kafka records an earlier batch applied are
+    marked duplicates)."""
+    records = landed
+    if run.pipeline.envelope == "kafka":
+        records = mark_applied_offsets(records, run.spark, run.state.offset_ranges)
+    return run.decoder.decode(records)
+
+
+def resolve(run: RunContext, mode: RunMode, plan: BatchPlan, decoded: DataFrame) -> DataFrame:
+    """Target table, key and ordering value of each change, as the mode applies them."""
+    resolved = resolve_changes(
+        decoded,
+        run.pipeline,
+        plan.batch_id,
+        run.decoder.deletes_without_table,
+        run.decoder.keyless_tables_append_only,
+    )
+    return mode.kind.prepare(run, resolved, plan)
+
+
+def count(
+    run: RunContext,
+    mode: RunMode,
+    plan: BatchPlan,
+    resolved: DataFrame,
+    summary: RunSummary,
+    stats: FileStats,
+) -> tuple[Batch, Inventory]:
+    """The first pass: it reads, decodes and caches the batch, and counts it.
+
+    Rows in a local checkpoint cost less CPU to store and to read again than a columnar cache; a
+    lost executor fails the batch (safe to rerun) instead of re-reading the files.
+    """
+    decoder = run.decoder
+    cached = cached_columns(resolved, decoder.unavailable_values, decoder.before_half_ops)
+    batch = Batch(
+        plan.batch_id,
+        resolved,
+        cached.localCheckpoint(eager=False),
+        run.existing,
+        run.catalog,
+        run.namespace,
+    )
+    return batch, take_inventory(batch, summary, stats)
+
+
+def _fail_if_moved(seen: list[LandedFile], left_out: dict[int, FileCheck]) -> None:
+    """The batch is in the local checkpoint now: a file that moved while it was read may be half
+    old, half new. Nothing is applied; the rerun leaves it out."""
+    moved = changed_while_read(seen, [i for i in range(len(seen)) if i not in left_out])
+    if moved:
+        raise LandingError(
+            f"{len(moved)} landed files changed while they were read ({moved[0]}); "
+            "nothing was applied: rerun, and the batch leaves them out"
+        )
+
+
+def apply(
+    run: RunContext, mode: RunMode, batch: Batch, inventory: Inventory, summary: RunSummary
+) -> tuple[list[DdlEvent], list[DataFrame]]:
+    """Apply the batch's changes and statements to its tables; returns its statements (with
+    their outcomes) and its typing errors. A dry run only reports the tables."""
+    events = collect_ddl(batch.cached, run.pipeline.table) if summary.ddl_recorded else []
+    events = mode.kind.statements(events)
+    if not mode.effect.writes_tables:
+        for name, messages in inventory.rows.items():
+            created = name not in run.existing
+            summary.tables[name] = TableSummary(name, messages=messages, created=created)
+        summary.dead_letter_samples = decode_error_samples(batch, summary.files)
+        return events, []
+    if mode.effect.commits:
+        mode.kind.before_apply(run)
+    config = mode.kind.config(run.config)
+    try:
+        policy = config.pipeline(run.pipeline.name)
+        check_policy(run.spark, run.catalog, policy, run.existing, inventory.tables, events)
+    except SchemaChangeRefused:
+        if mode.records_ddl:
+            _ddl_recorder(run, batch, summary, events)()
+        raise
+    dead = apply_all_tables(
+        run.spark,
+        config,
+        run.pipeline.name,
+        run.decoder,
+        batch,
+        inventory,
+        summary,
+        events,
+        only=mode.restricted_to,
+        appends=mode.appends,
+    )
+    maybe_die("after_tables")
+    return events, dead
+
+
+def record(
+    run: RunContext,
+    mode: RunMode,
+    batch: Batch,
+    landed: DataFrame,
+    dead: list[DataFrame],
+    events: list[DdlEvent],
+    summary: RunSummary,
+) -> None:
+    """The batch's dead letters and DDL history, when the mode writes them."""
+    if not mode.records_dead_letters:
+        return
+    write_dead_letters(
+        run.spark,
+        run.catalog,
+        run.namespace,
+        run.pipeline.name,
+        batch,
+        landed,
+        dead,
+        summary,
+        only_new=mode.kind.only_new_dead_letters,
+    )
+    if summary.ddl_recorded:
+        summary.add_ddl_outcomes(events)
+        if mode.records_ddl:
+            _ddl_recorder(run, batch, summary, events)()
+
+
+def _ddl_recorder(
+    run: RunContext, batch: Batch, summary: RunSummary, events: list[DdlEvent]
+) -> Callable[[], None]:
+    return functools.partial(
+        record_ddl,
+        run.spark,
+        run.catalog,
+        run.namespace,
+        run.pipeline.name,
+        batch.batch_id,
+        batch.cached,
+        summary.files,
+        events,
+    )
+
+
+def commit(
+    run: RunContext,
+    mode: RunMode,
+    plan: BatchPlan,
+    stats: FileStats,
+    summary: RunSummary,
+    left_out: dict[int, FileCheck],
+) -> None:
+    """The batch's row of ``_cdc_batches``, then (a batch of the checkpoint) its commit."""
+    record_batch(run.spark, run.catalog, run.namespace, summary, run.options.run_id)
+    if not mode.effect.commits:
+        return
+    maybe_die("before_checkpoint")
+    offsets = stats.offsets() if run.pipeline.envelope == "kafka" else []
+    run.store.record_committed(plan, offsets, stats.records, summary.to_json(), left_out)
+
+
+def _offsets(stats: FileStats, summary: RunSummary) -> list[dict[str, object]]:
+    return [
+        {"file": summary.files[i], "topic": t, "partition": p, "min_offset": lo, "max_offset": hi}
+        | {"records": n}
+        for i, t, p, lo, hi, n in stats.offsets()
+    ]

@@ -1,4 +1,10 @@
-"""Replays and rebuilds: batches that apply already-applied landed files again.
+"""Run modes: what a run does, chosen once from its options and the pipeline's pending batch.
+
+A :class:`RunMode` has two parts. Its **batch kind** says which files the batch applies and how
+their changes are prepared: an ordinary batch (the new files), a replay or a rebuild. Its
+**effect** says what the run writes: everything (a batch of the checkpoint), only some tables
+(``tables``: the files stay pending; no checkpoint, dead letters or DDL history), or nothing (a
+dry run: not even the system tables of a new namespace).
 
 - A **replay** (``replay_from``/``replay_to``, and every Airflow backfill run) re-applies the
   committed files whose landing time (see ``landed_time``) is in ``[from, to)``. It changes rows
@@ -22,277 +28,236 @@ its tables again and starts over).
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pyspark.sql import functions as F
-
-from cdc_ingest.contract import DUPLICATE, UPSERT
-from cdc_ingest.landing.landed_time import LandedRange
-from cdc_ingest.schema.target import table_keys
-from cdc_ingest.state.checkpoints import BatchPlan, CheckpointState, CheckpointStore
-from cdc_ingest.state.tables import BATCHES, ORDER_COLUMN, TOMBSTONES, qualified, quote
+from cdc_ingest.run.options import RunRefused
+from cdc_ingest.run.replays import (
+    NOT_CREATED,
+    ReplayRefused,
+    plan_replay,
+    replay_request,
+    with_original_positions,
+    without_appended_rows,
+)
+from cdc_ingest.state.tables import TOMBSTONES, qualified, quote
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from cdc_ingest.changes.inventory import Inventory
-    from cdc_ingest.config import Config, PipelineConfig
-    from cdc_ingest.landing.zones import LandedFile
+    from cdc_ingest.config import Config
+    from cdc_ingest.run.context import RunContext
     from cdc_ingest.run.options import RunOptions
     from cdc_ingest.schema.evolution import DdlEvent
+    from cdc_ingest.state.checkpoints import BatchPlan
+    from cdc_ingest.state.lake import CheckpointState
     from cdc_ingest.state.summary import RunSummary
 
-REPLAY, REBUILD = "replay", "rebuild"
-NOT_CREATED = "does not exist: a replay creates no table (rebuild_tables re-creates one)"
 
+class NewFiles:
+    """An ordinary batch: the landed files not applied yet (or the pending plan, resumed)."""
 
-class ReplayRefused(RuntimeError):
-    """A replay or rebuild that cannot be run as asked (one message naming what and why)."""
+    name: ClassVar[str] = "new files"
+    #: Whether the batch's statements go to the DDL history (a replay's or rebuild's are there).
+    records_ddl: ClassVar[bool] = True
+    #: Whether only dead letters not recorded yet for the same file, line and row are written.
+    only_new_dead_letters: ClassVar[bool] = False
+    #: Whether planned files are hashed again when read (they were listed by an earlier run).
+    rehashes: ClassVar[bool] = False
 
+    def plan(self, run: RunContext) -> BatchPlan:
+        """The batch's files."""
+        return run.store.plan(run.listing, run.state, run.options.max_files)
 
-def mode(plan: BatchPlan) -> str | None:
-    """``replay``, ``rebuild`` or None (an ordinary batch)."""
-    return None if plan.replay is None else str(plan.replay["mode"])
-
-
-def rebuilt_tables(plan: BatchPlan) -> tuple[str, ...]:
-    """The tables a rebuild batch rebuilds (empty for other batches)."""
-    if mode(plan) != REBUILD:
-        return ()
-    assert plan.replay is not None
-    return tuple(plan.replay["tables"])
-
-
-def pipeline_tables(spark: SparkSession, catalog: str, namespace: str, pipeline: str) -> set[str]:
-    """The target tables a pipeline's batches have written (from ``_cdc_batches``)."""
-    rows = (
-        spark.table(qualified(catalog, namespace, BATCHES))
-        .where(F.col("pipeline") == pipeline)
-        .select("table_counts")
-        .collect()
-    )
-    return {name for r in rows if r["table_counts"] for name in json.loads(r["table_counts"])}
-
-
-def _request(landed: LandedRange | None, rebuild: tuple[str, ...]) -> dict[str, Any]:
-    """What a replay or rebuild asks for, as its batch header records it."""
-    if rebuild:
-        return {"mode": REBUILD, "tables": sorted(rebuild)}
-    assert landed is not None
-    return {"mode": REPLAY, **landed.to_json()}
-
-
-def plan_batch(
-    spark: SparkSession,
-    config: Config,
-    pipeline_name: str,
-    store: CheckpointStore,
-    state: CheckpointState,
-    listing: list[LandedFile],
-    options: RunOptions,
-) -> BatchPlan:
-    """The batch of a run asking for a replay or rebuild.
-
-    A pending batch that is this same replay or rebuild is resumed; any other pending batch makes
-    the request refused (a run without replay options finishes it first).
-
-    Raises:
-        ReplayRefused: another batch is pending, or a table to rebuild is not the pipeline's.
-    """
-    pipeline = config.pipeline(pipeline_name)
-    if state.pending_batch_id is not None:
-        asked = _request(options.landed, options.rebuild_tables)
-        pending = state.pending_replay or {}
-        if {k: pending.get(k) for k in asked} != asked:
-            raise ReplayRefused(
-                f"batch {state.pending_batch_id} was planned and not committed: run without "
-                "replay_from/replay_to/rebuild_tables to finish it first"
-            )
-        return store.plan(listing, state)
-    return plan_replay(
-        spark,
-        pipeline,
-        config.catalog.name,
-        state,
-        listing,
-        options.landed,
-        options.rebuild_tables,
-    )
-
-
-def plan_replay(
-    spark: SparkSession,
-    pipeline: PipelineConfig,
-    catalog: str,
-    state: CheckpointState,
-    listing: list[LandedFile],
-    landed: LandedRange | None,
-    rebuild: tuple[str, ...],
-) -> BatchPlan:
-    """The replay or rebuild batch: committed files still landed, in their original order.
-
-    Args:
-        spark: the session.
-        pipeline: the pipeline.
-        catalog: the catalog.
-        state: the committed checkpoint state (no batch pending).
-        listing: the landing zone now.
-        landed: the replay's landing-time range (None for a rebuild).
-        rebuild: the tables to rebuild (empty for a replay).
-
-    Raises:
-        ReplayRefused: a table to rebuild is not one the pipeline writes.
-    """
-    header = _request(landed, rebuild)
-    if rebuild:
-        known = pipeline_tables(spark, catalog, pipeline.namespace, pipeline.name)
-        unknown = sorted(set(rebuild) - known)
-        if unknown:
-            raise ReplayRefused(
-                f"rebuild_tables {', '.join(unknown)}: not a table of pipeline {pipeline.name} "
-                f"(its tables: {', '.join(sorted(known)) or 'none yet'})"
-            )
-    else:
-        header["landed_at"] = pipeline.landed_at.describe()
-    selected: list[tuple[tuple[int, int], LandedFile]] = []
-    not_applied = 0
-    for file in listing:
-        if landed is not None and not landed.contains(pipeline.landed_at.landed(file)):
-            continue
-        first = state.applied.get(file.uri)
-        if first is None:
-            not_applied += file.uri not in state.seen_files
-            continue
-        batch_id, file_idx, _, fingerprint = first
-        selected.append(((batch_id, file_idx), dataclasses.replace(file, fingerprint=fingerprint)))
-    selected.sort(key=lambda item: item[0])
-    header["files_not_landed"] = len(set(state.applied) - {f.uri for f in listing})
-    header["files_not_applied_yet"] = not_applied
-    return BatchPlan(
-        state.last_batch_id + 1,
-        [f for _, f in selected],
-        replay=header,
-        origins=[origin for origin, _ in selected],
-    )
-
-
-def with_original_positions(resolved: DataFrame, plan: BatchPlan) -> DataFrame:
-    """Each change's landing position as of its file's first application (batch, file index).
-
-    ``_cdc_order`` ends with (batch, file, line, row); the batch and file parts are replaced.
-    """
-    batches = F.create_map(
-        *[x for i, (b, _) in enumerate(plan.origins) for x in (F.lit(i), F.lit(b))]
-    )
-    indexes = F.create_map(
-        *[x for i, (_, j) in enumerate(plan.origins) for x in (F.lit(i), F.lit(j))]
-    )
-    order = F.col("_cdc_order")
-    vendor = F.slice(order, F.lit(1), F.size(order) - 4)
-    position = F.array(
-        F.element_at(batches, F.col("_cdc_file_idx")).cast("bigint"),
-        F.element_at(indexes, F.col("_cdc_file_idx")).cast("bigint"),
-        F.element_at(order, -2),
-        F.element_at(order, -1),
-    )
-    return resolved.withColumn("_cdc_order", F.concat(vendor, position))
-
-
-def without_appended_rows(
-    spark: SparkSession, resolved: DataFrame, catalog: str, namespace: str, existing: set[str]
-) -> DataFrame:
-    """Mark as already applied the row images an append-only table still holds.
-
-    Rows are matched on (table, ``_cdc_order``): the order ends with the row's landing position,
-    which is the same in the replay as when the row was first appended.
-    """
-    held: DataFrame | None = None
-    for name in sorted(existing):
-        if name.startswith("_cdc_"):
-            continue
-        identifier = qualified(catalog, namespace, name)
-        if table_keys(spark, identifier):
-            continue
-        rows = spark.table(identifier).select(
-            F.lit(name).alias("_held_target"), F.col(ORDER_COLUMN).alias("_held_order")
-        )
-        held = rows if held is None else held.unionByName(rows)
-    if held is None:
+    def prepare(self, run: RunContext, resolved: DataFrame, plan: BatchPlan) -> DataFrame:
+        """The decoded changes as the batch applies them."""
         return resolved
-    held = held.dropDuplicates()
-    joined = resolved.join(
-        held,
-        (F.col("_cdc_target") == F.col("_held_target"))
-        & (F.col("_cdc_order") == F.col("_held_order")),
-        "left",
-    )
-    appended = (
-        F.col("_held_target").isNotNull()
-        & F.col("_cdc_error").isNull()
-        & (F.col("_cdc_kind") == UPSERT)
-    )
-    return joined.withColumn(
-        "_cdc_kind", F.when(appended, F.lit(DUPLICATE)).otherwise(F.col("_cdc_kind"))
-    ).drop("_held_target", "_held_order")
 
-
-def prepare_resolved(
-    spark: SparkSession,
-    resolved: DataFrame,
-    plan: BatchPlan,
-    catalog: str,
-    namespace: str,
-    existing: set[str],
-) -> DataFrame:
-    """A replay's or rebuild's decoded changes: original positions, appended rows marked."""
-    resolved = with_original_positions(resolved, plan)
-    if mode(plan) == REPLAY:
-        resolved = without_appended_rows(spark, resolved, catalog, namespace, existing)
-    return resolved
-
-
-def replay_config(config: Config, plan: BatchPlan) -> Config:
-    """The config a replay applies with: ``schema_changes: ignore`` (a replay evolves nothing)."""
-    if mode(plan) != REPLAY:
+    def config(self, config: Config) -> Config:
+        """The pipelines file the batch applies with."""
         return config
-    pipelines = tuple(dataclasses.replace(p, schema_changes="ignore") for p in config.pipelines)
-    return dataclasses.replace(config, pipelines=pipelines)
+
+    def tables(self) -> tuple[str, ...]:
+        """The only tables the batch applies (empty: every table it changes)."""
+        return ()
+
+    def restrict(self, inventory: Inventory, existing: set[str], summary: RunSummary) -> None:
+        """Leave out of the inventory the tables this kind of batch must not touch."""
+
+    def statements(self, events: list[DdlEvent]) -> list[DdlEvent]:
+        """The statements the batch executes."""
+        return events
+
+    def before_apply(self, run: RunContext) -> None:
+        """What a writing run does before it changes any table."""
 
 
-def restrict(
-    inventory: Inventory, existing: set[str], plan: BatchPlan, summary: RunSummary
-) -> None:
-    """Leave out the tables a replay must not create; say so in the summary."""
-    if mode(plan) != REPLAY:
-        return
-    for name in sorted(inventory.tables):
-        if name not in existing:
-            del inventory.tables[name]
-            summary.skipped_tables[name] = NOT_CREATED
-            summary.skipped_table_messages += inventory.rows.get(name, 0)
+class Replay(NewFiles):
+    """The committed files landed in a range, applied again (see the module's docstring)."""
 
+    name = "replay"
+    records_ddl = False
+    only_new_dead_letters = True
+    rehashes = True
 
-def ddl_events(events: list[DdlEvent], plan: BatchPlan) -> list[DdlEvent]:
-    """The statements the batch executes: none for a replay, the rebuilt tables' for a rebuild."""
-    if mode(plan) == REPLAY:
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+
+    def plan(self, run: RunContext) -> BatchPlan:
+        if run.state.pending_batch_id is not None:
+            return run.store.plan(run.listing, run.state)
+        landed, rebuild = run.options.landed, run.options.rebuild_tables
+        return plan_replay(
+            run.spark, run.pipeline, run.catalog, run.state, run.listing, landed, rebuild
+        )
+
+    def prepare(self, run: RunContext, resolved: DataFrame, plan: BatchPlan) -> DataFrame:
+        resolved = with_original_positions(resolved, plan)
+        return without_appended_rows(run.spark, resolved, run.catalog, run.namespace, run.existing)
+
+    def config(self, config: Config) -> Config:
+        # A replay evolves nothing: columns a table lacks are left out.
+        pipelines = tuple(dataclasses.replace(p, schema_changes="ignore") for p in config.pipelines)
+        return dataclasses.replace(config, pipelines=pipelines)
+
+    def restrict(self, inventory: Inventory, existing: set[str], summary: RunSummary) -> None:
+        for name in sorted(inventory.tables):
+            if name not in existing:
+                del inventory.tables[name]
+                summary.skipped_tables[name] = NOT_CREATED
+                summary.skipped_table_messages += inventory.rows.get(name, 0)
+
+    def statements(self, events: list[DdlEvent]) -> list[DdlEvent]:
         return []
-    tables = set(rebuilt_tables(plan))
-    return [e for e in events if e.target in tables]
 
 
-def drop_rebuilt(
-    spark: SparkSession, catalog: str, namespace: str, plan: BatchPlan, existing: set[str]
-) -> None:
-    """Drop the tables a rebuild re-creates, and their tombstones (again, when resumed)."""
-    tables = rebuilt_tables(plan)
-    if not tables:
-        return
-    for name in tables:
-        spark.sql(f"DROP TABLE IF EXISTS {qualified(catalog, namespace, name)}")
-        existing.discard(name)
-    names = ", ".join("'" + n.replace("'", "''") + "'" for n in tables)
-    spark.sql(
-        f"DELETE FROM {qualified(catalog, namespace, TOMBSTONES)} "
-        f"WHERE {quote('target_table')} IN ({names})"
-    )
+class Rebuild(Replay):
+    """Some tables dropped and applied again from every committed file still landed."""
+
+    name = "rebuild"
+
+    def prepare(self, run: RunContext, resolved: DataFrame, plan: BatchPlan) -> DataFrame:
+        return with_original_positions(resolved, plan)
+
+    def config(self, config: Config) -> Config:
+        return config
+
+    def tables(self) -> tuple[str, ...]:
+        return tuple(self.request["tables"])
+
+    def restrict(self, inventory: Inventory, existing: set[str], summary: RunSummary) -> None:
+        """A rebuild applies its tables only (see :meth:`tables`); it may create them."""
+
+    def statements(self, events: list[DdlEvent]) -> list[DdlEvent]:
+        tables = set(self.tables())
+        return [e for e in events if e.target in tables]
+
+    def before_apply(self, run: RunContext) -> None:
+        """Drop the tables a rebuild re-creates, and their tombstones (again, when resumed)."""
+        tables = self.tables()
+        for name in tables:
+            run.spark.sql(f"DROP TABLE IF EXISTS {qualified(run.catalog, run.namespace, name)}")
+            run.existing.discard(name)
+        names = ", ".join("'" + n.replace("'", "''") + "'" for n in tables)
+        run.spark.sql(
+            f"DELETE FROM {qualified(run.catalog, run.namespace, TOMBSTONES)} "
+            f"WHERE {quote('target_table')} IN ({names})"
+        )
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a run writes.
+
+    Attributes:
+        name: ``full``, ``tables`` or ``dry run``.
+        writes_tables: creates, alters and changes tables (and the namespace's system tables).
+        commits: the batch is planned first and committed last in ``_cdc_checkpoints``; its dead
+            letters and DDL history are written.
+        records_batch: writes the run's row of ``_cdc_batches``.
+    """
+
+    name: str
+    writes_tables: bool
+    commits: bool
+    records_batch: bool
+
+
+FULL = Effect("full", writes_tables=True, commits=True, records_batch=True)
+TABLES_ONLY = Effect("tables", writes_tables=True, commits=False, records_batch=True)
+DRY_RUN = Effect("dry run", writes_tables=False, commits=False, records_batch=False)
+
+
+@dataclass(frozen=True)
+class RunMode:
+    """What one run does: its batch kind, its effect, and the tables it is restricted to."""
+
+    kind: NewFiles
+    effect: Effect
+    #: The tables a ``tables`` run applies (it applies no append-only table: appends cannot be
+    #: repeated safely by the full run that follows).
+    only_tables: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """``full``, ``dry run``, ``tables``, ``replay`` or ``rebuild`` (with `` (dry run)``)."""
+        if self.kind.name == NewFiles.name:
+            return self.effect.name
+        return self.kind.name + (" (dry run)" if self.effect is DRY_RUN else "")
+
+    @property
+    def restricted_to(self) -> tuple[str, ...]:
+        """The only tables the run applies (empty: every table the batch changes)."""
+        return self.only_tables or self.kind.tables()
+
+    @property
+    def appends(self) -> bool:
+        """Whether append-only (keyless) tables are applied."""
+        return not self.only_tables
+
+    @property
+    def records_dead_letters(self) -> bool:
+        """Whether the batch's dead letters are written."""
+        return self.effect.commits
+
+    @property
+    def records_ddl(self) -> bool:
+        """Whether the batch's statements are written to the DDL history."""
+        return self.effect.commits and self.kind.records_ddl
+
+
+def choose_mode(options: RunOptions, state: CheckpointState) -> RunMode:
+    """The run's mode, from its options and the pipeline's pending batch.
+
+    A pending batch is finished first: a pending replay or rebuild is resumed as what it was; a
+    replay or rebuild asked for while another batch is pending is refused, and so is a ``tables``
+    run.
+
+    Raises:
+        ReplayRefused: a replay or rebuild asked for while another batch is pending.
+        RunRefused: ``tables`` given while a batch is pending.
+    """
+    effect = DRY_RUN if options.dry_run else TABLES_ONLY if options.tables else FULL
+    pending = state.pending_batch_id
+    if options.tables and pending is not None:
+        raise RunRefused(
+            f"batch {pending} was planned and not committed: run without tables to finish it first"
+        )
+    if options.landed is not None or options.rebuild_tables:
+        asked = replay_request(options.landed, options.rebuild_tables)
+        if pending is not None:
+            held = state.pending_replay or {}
+            if {k: held.get(k) for k in asked} != asked:
+                raise ReplayRefused(
+                    f"batch {pending} was planned and not committed: run without "
+                    "replay_from/replay_to/rebuild_tables to finish it first"
+                )
+        return RunMode(_replay_kind(asked), effect)
+    if state.pending_replay is not None:
+        return RunMode(_replay_kind(state.pending_replay), effect)
+    return RunMode(NewFiles(), effect, tuple(sorted(set(options.tables))))
+
+
+def _replay_kind(request: dict[str, Any]) -> Replay:
+    return Rebuild(request) if request["mode"] == Rebuild.name else Replay(request)

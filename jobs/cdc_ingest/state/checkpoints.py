@@ -14,42 +14,20 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cdc_ingest.landing.zones import FileCheck, LandedFile
+from cdc_ingest.state.lake import (
+    APPLIED,
+    CHECKPOINT_FIELDS,
+    COMMITTED,
+    DUPLICATE,
+    PLANNED,
+    REPLAYED,
+    CheckpointState,
+    checkpoint_state,
+)
 from cdc_ingest.state.tables import CHECKPOINTS, SYSTEM_TABLES, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-PLANNED, APPLIED, DUPLICATE, COMMITTED = "planned", "applied", "duplicate", "committed"
-# A file a replay or rebuild batch applied again (its first application stays its ``applied`` row).
-REPLAYED = "replayed"
-
-
-@dataclass(frozen=True)
-class OffsetRange:
-    """Kafka offsets of one topic partition applied from one file."""
-
-    topic: str
-    partition: int
-    min_offset: int
-    max_offset: int
-
-
-@dataclass
-class CheckpointState:
-    """Everything committed so far for one pipeline."""
-
-    last_batch_id: int = 0
-    seen_files: set[str] = field(default_factory=set)
-    fingerprints: dict[str, str] = field(default_factory=dict)
-    offset_ranges: list[OffsetRange] = field(default_factory=list)
-    pending: list[LandedFile] | None = None
-    pending_batch_id: int | None = None
-    # The pending batch's replay header and the original (batch, file_idx) of each of its files,
-    # when it is a replay or rebuild (see ``replay``).
-    pending_replay: dict[str, Any] | None = None
-    pending_origins: list[tuple[int, int]] = field(default_factory=list)
-    # Every committed applied file: its first application's (batch, file_idx), size, fingerprint.
-    applied: dict[str, tuple[int, int, int | None, str | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,59 +67,10 @@ class CheckpointStore:
         rows = (
             self.spark.table(self.table)
             .where(F.col("pipeline") == self.pipeline)
-            .select(
-                "batch_id",
-                "status",
-                "file",
-                "file_idx",
-                "size",
-                "fingerprint",
-                "kafka_topic",
-                "kafka_partition",
-                "min_offset",
-                "max_offset",
-                "summary",
-            )
+            .select(*CHECKPOINT_FIELDS)
             .collect()
         )
-        state = CheckpointState()
-        committed = {r["batch_id"] for r in rows if r["status"] == COMMITTED}
-        planned: dict[int, list[Any]] = {}
-        for r in rows:
-            state.last_batch_id = max(state.last_batch_id, r["batch_id"])
-            if r["status"] == PLANNED and r["batch_id"] not in committed:
-                planned.setdefault(r["batch_id"], []).append(r)
-            if r["batch_id"] not in committed:
-                continue
-            if r["status"] == APPLIED:
-                first = state.applied.get(r["file"])
-                if first is None or r["batch_id"] < first[0]:
-                    state.applied[r["file"]] = (
-                        r["batch_id"],
-                        r["file_idx"],
-                        r["size"],
-                        r["fingerprint"],
-                    )
-            if r["status"] in (APPLIED, DUPLICATE):
-                state.seen_files.add(r["file"])
-                if r["status"] == APPLIED and r["fingerprint"]:
-                    state.fingerprints.setdefault(r["fingerprint"], r["file"])
-            if r["status"] == APPLIED and r["kafka_topic"] is not None:
-                state.offset_ranges.append(
-                    OffsetRange(
-                        r["kafka_topic"], r["kafka_partition"], r["min_offset"], r["max_offset"]
-                    )
-                )
-        if planned:
-            batch_id = max(planned)
-            files = sorted(planned[batch_id], key=lambda r: r["file_idx"])
-            state.pending_batch_id = batch_id
-            state.pending = [LandedFile(r["file"], r["size"], r["fingerprint"]) for r in files]
-            notes = [json.loads(r["summary"]) if r["summary"] else None for r in files]
-            if notes and notes[0] is not None and "replay" in notes[0]:
-                state.pending_replay = notes[0]["replay"]
-                state.pending_origins = [(n["of_batch"], n["of_file_idx"]) for n in notes if n]
-        return state
+        return checkpoint_state(r.asDict() for r in rows)
 
     def plan(
         self, listing: list[LandedFile], state: CheckpointState, max_files: int | None = None
