@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DELETE, UPSERT, ColumnType, TypeHint
-from cdc_ingest.formats.base import Decoder
-from cdc_ingest.formats.common import lookup, no_before, no_key_values, number, parse_error
+from cdc_ingest.formats.base import Message, MessageDecoder, unknown
+from cdc_ingest.formats.common import lookup, number, parse_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -40,22 +41,28 @@ META_COLUMNS = {
 HINT = "aerospike"
 
 
-class AerospikeDecoder(Decoder):
+class AerospikeDecoder(MessageDecoder):
     """Aerospike flat JSON."""
 
     name: ClassVar[str] = "aerospike"
     image_json_paths: ClassVar[tuple[str, ...]] = ("$",)
     deletes_without_table: ClassVar[bool] = True
 
-    def decode(self, records: DataFrame) -> DataFrame:
-        metadata_key = str(self.options.get("metadata_key") or "metadata")
+    @property
+    def metadata_key(self) -> str:
+        """Where a message holds its metadata (the pipeline's ``metadata_key`` option)."""
+        return str(self.options.get("metadata_key") or "metadata")
+
+    def parse(self, records: DataFrame) -> DataFrame:
+        # The bins are at top level: a flat object of strings, its metadata parsed on its own.
+        message = F.from_json(F.col("value"), "map<string,string>")
+        metadata = F.from_json(F.element_at(F.col("_m"), F.lit(self.metadata_key)), METADATA_SCHEMA)
+        return records.withColumn("_m", message).withColumn("_meta", metadata)
+
+    def message(self, m: Column, value: Column) -> Message:
+        metadata_key = self.metadata_key
         no_set_table = str(self.options.get("no_set_table") or "no_set")
-        value = F.col("value")
-        message = F.from_json(value, "map<string,string>")
-        parsed = records.withColumn("_m", message).withColumn(
-            "_meta", F.from_json(F.element_at(F.col("_m"), F.lit(metadata_key)), METADATA_SCHEMA)
-        )
-        m, meta = F.col("_m"), F.col("_meta")
+        meta = F.col("_meta")
         op = meta.getField("msg")
         kind = lookup(OPS, F.lower(op))
         digest = meta.getField("digest")
@@ -83,41 +90,31 @@ class AerospikeDecoder(Decoder):
         image = F.when(kind == DELETE, F.create_map(F.lit(KEY), digest)).otherwise(
             F.map_concat(metadata_columns, bins)
         )
-        error = (
-            F.when(m.isNull(), parse_error(value, self.name, SHAPE))
-            .when(
-                meta.isNull(),
-                F.lit(
-                    f"message has no '{metadata_key}' object (the pipeline's metadata_key option)"
+        return Message(
+            op=op,
+            kind=kind,
+            table=F.when(kind == DELETE, set_name).otherwise(
+                F.coalesce(set_name, F.lit(no_set_table))
+            ),
+            order=F.array(number(lut), number(gen)),
+            image=image,
+            db=meta.getField("namespace"),
+            key_names=F.array(F.lit(KEY)),
+            schema_hint=F.lit(HINT),
+            event_ms=F.when(lut > 0, lut),
+            problems=[
+                (m.isNull(), parse_error(value, self.name, SHAPE)),
+                (
+                    meta.isNull(),
+                    F.lit(
+                        f"message has no '{metadata_key}' object (the pipeline's metadata_key "
+                        "option)"
+                    ),
                 ),
-            )
-            .when(op.isNull(), F.lit(f"{metadata_key}.msg is missing"))
-            .when(
-                kind.isNull(),
-                F.concat(F.lit("unknown msg '"), op, F.lit("' (expected write or delete)")),
-            )
-            .when(digest.isNull(), F.lit(f"{metadata_key}.digest is missing"))
-        )
-        table = F.when(kind == DELETE, set_name).otherwise(
-            F.coalesce(set_name, F.lit(no_set_table))
-        )
-        return parsed.select(
-            *records.columns,
-            meta.getField("namespace").alias("src_db"),
-            F.lit(None).cast("string").alias("src_schema"),
-            table.alias("src_table"),
-            op.alias("op"),
-            kind.alias("kind"),
-            F.array(number(lut), number(gen)).alias("order"),
-            image.alias("image"),
-            F.array(F.lit(KEY)).alias("key_names"),
-            no_key_values().alias("key_values"),
-            F.lit(HINT).alias("schema_hint"),
-            error.alias("error"),
-            F.when(lut > 0, lut).alias("event_ms"),
-            F.lit(None).cast("string").alias("ddl"),
-            F.lit(0).alias("row_in_message"),
-            no_before().alias("before"),
+                (op.isNull(), F.lit(f"{metadata_key}.msg is missing")),
+                (kind.isNull(), unknown("msg", op, " (expected write or delete)")),
+                (digest.isNull(), F.lit(f"{metadata_key}.digest is missing")),
+            ],
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

@@ -1,11 +1,23 @@
-"""What a vendor decoder is: it adds the columns of :mod:`cdc_ingest.contract` to landed records."""
+"""What a vendor decoder is: it adds the columns of :mod:`cdc_ingest.contract` to landed records.
+
+Most formats are one JSON message per record: they subclass :class:`MessageDecoder`, which parses
+each record once with the format's schema, asks the format the small questions (:meth:`message`:
+kind, op, table, order, image, keys, ...) as Spark column expressions, and assembles the change
+columns and the first problem of each message (its dead-letter reason) in one place.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
 from cdc_ingest.contract import TypeHint
+from cdc_ingest.formats.common import JSON_OPTIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -51,3 +63,103 @@ class Decoder(ABC):
     def type_hint(self, schema_hint: str) -> TypeHint | None:
         """Column types declared by one distinct ``schema_hint`` value, or None to infer them."""
         return None
+
+
+# A check of a message: (when, why). The first check that holds decides; a reason of None means
+# the message is fine (checks after it are not asked).
+Problem = tuple[Column, Column | None]
+
+
+@dataclass(frozen=True)
+class Message:
+    """A format's answers about each parsed message, as Spark column expressions.
+
+    The five first are required; the others are null when a format does not know them (see
+    :mod:`cdc_ingest.contract` for what each column means). ``problems`` are the format's checks
+    in order; ``value`` replaces the record's ``value`` (a format that decodes it, e.g. Base64).
+    """
+
+    op: Column
+    kind: Column
+    table: Column
+    order: Column
+    image: Column
+    problems: Sequence[Problem]
+    db: Column | None = None
+    schema: Column | None = None
+    key_names: Column | None = None
+    key_values: Column | None = None
+    schema_hint: Column | None = None
+    event_ms: Column | None = None
+    ddl: Column | None = None
+    row_in_message: Column | None = None
+    before: Column | None = None
+    value: Column | None = None
+
+
+def first_problem(problems: Sequence[Problem]) -> Column:
+    """The reason of the first check that holds (null when none does, or when it says fine)."""
+    none = F.lit(None).cast("string")
+    if not problems:
+        return none
+    (when, why), *rest = problems
+    reason = F.when(when, none if why is None else why)
+    for when, why in rest:
+        reason = reason.when(when, none if why is None else why)
+    return reason
+
+
+def unknown(what: str, op: Column, suffix: str | Column = "") -> Column:
+    """``unknown <what> '<op>'<suffix>``: the reason for an operation the format does not know."""
+    tail = F.lit(suffix) if isinstance(suffix, str) else suffix
+    return F.concat(F.lit(f"unknown {what} '"), op, F.lit("'"), tail)
+
+
+def _or_null(column: Column | None, spark_type: str) -> Column:
+    return F.lit(None).cast(spark_type) if column is None else column
+
+
+class MessageDecoder(Decoder):
+    """A format of one JSON message per record: parse once, answer :meth:`message`.
+
+    Subclasses set :attr:`json_schema` (what ``from_json`` reads, in PERMISSIVE mode with the
+    unreadable line's text in ``_corrupt``) or override :meth:`parse`.
+    """
+
+    json_schema: ClassVar[str]
+
+    def parse(self, records: DataFrame) -> DataFrame:
+        """The records with the parsed message in ``_m`` (one row per change it carries)."""
+        return records.withColumn("_m", F.from_json(F.col("value"), self.json_schema, JSON_OPTIONS))
+
+    @abstractmethod
+    def message(self, m: Column, value: Column) -> Message:
+        """The change columns of the parsed message ``m`` of the line ``value``."""
+
+    def decode(self, records: DataFrame) -> DataFrame:
+        parsed = self.parse(records)
+        msg = self.message(F.col("_m"), F.col("value"))
+        kept = [
+            msg.value.alias(c) if c == "value" and msg.value is not None else F.col(c)
+            for c in records.columns
+        ]
+        return parsed.select(
+            *kept,
+            _or_null(msg.db, "string").alias("src_db"),
+            _or_null(msg.schema, "string").alias("src_schema"),
+            msg.table.alias("src_table"),
+            msg.op.alias("op"),
+            msg.kind.alias("kind"),
+            msg.order.alias("order"),
+            msg.image.alias("image"),
+            _or_null(msg.key_names, "array<string>").alias("key_names"),
+            _or_null(msg.key_values, "map<string,string>").alias("key_values"),
+            _or_null(msg.schema_hint, "string").alias("schema_hint"),
+            first_problem(msg.problems).alias("error"),
+            _or_null(msg.event_ms, "bigint").alias("event_ms"),
+            _or_null(msg.ddl, "string").alias("ddl"),
+            (F.lit(0) if msg.row_in_message is None else msg.row_in_message).alias(
+                "row_in_message"
+            ),
+            _or_null(msg.before, "map<string,string>").alias("before"),
+        )

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DDL, DELETE, NOOP, UPSERT, ColumnType, TypeHint
-from cdc_ingest.formats.base import Decoder
+from cdc_ingest.formats.base import Message, MessageDecoder, unknown
 from cdc_ingest.formats.common import (
-    JSON_OPTIONS,
     lookup,
     mark_inexact_numbers,
-    no_key_values,
     non_empty,
     number,
     parse_error,
@@ -56,20 +55,25 @@ OPS = {
 }
 
 
-class CanalDecoder(Decoder):
+class CanalDecoder(MessageDecoder):
     """alibaba/canal flat messages (``canal-json``)."""
 
     name: ClassVar[str] = "canal-json"
+    json_schema = SCHEMA
     # ``pkNames: []`` (a table without a primary key): kept as an append-only log, as Paimon does.
     keyless_tables_append_only: ClassVar[bool] = True
     image_json_paths: ClassVar[tuple[str, ...]] = ("$.data[0]",)
 
-    def decode(self, records: DataFrame) -> DataFrame:
-        value = F.col("value")
-        parsed = records.withColumn("_m", F.from_json(value, SCHEMA, JSON_OPTIONS)).select(
-            "*", F.posexplode_outer(F.col("_m").getField("data")).alias("_pos", "_row")
+    def parse(self, records: DataFrame) -> DataFrame:
+        # One change per element of ``data`` (its index is the change's ``row_in_message``).
+        return (
+            super()
+            .parse(records)
+            .select("*", F.posexplode_outer(F.col("_m").getField("data")).alias("_pos", "_row"))
         )
-        m, row = F.col("_m"), F.col("_row")
+
+    def message(self, m: Column, value: Column) -> Message:
+        row = F.col("_row")
         # A Kafka tombstone (null value) or an empty message changes nothing (as in Flink).
         tombstone = value.isNull() | (F.trim(value) == "")
         op = m.getField("type")
@@ -88,38 +92,34 @@ class CanalDecoder(Decoder):
             F.size(F.coalesce(sql_type, F.create_map())) > 0,
             F.concat(F.lit("jdbc:"), F.to_json(sql_type)),
         )
-        error = (
-            F.when(tombstone, F.lit(None))
-            .when(m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE))
-            .when(op.isNull() & ~F.coalesce(is_ddl, F.lit(False)), F.lit("message has no type"))
-            .when(kind.isNull(), F.concat(F.lit("unknown type '"), op, F.lit("'")))
-            .when(kind.isin(NOOP, DDL), F.lit(None))
-            .when(table.isNull(), F.lit("message names no table"))
-            .when(
-                row.isNull(),
-                F.concat(F.lit("type "), op, F.lit(" message has no rows in 'data'")),
-            )
-        )
-        return parsed.select(
-            *records.columns,
-            m.getField("database").alias("src_db"),
-            F.lit(None).cast("string").alias("src_schema"),
-            table.alias("src_table"),
-            F.when(tombstone, F.lit("tombstone")).otherwise(op).alias("op"),
-            kind.alias("kind"),
-            F.array(number(m.getField("es"))).alias("order"),
-            mark_inexact_numbers(row, value).alias("image"),
-            non_empty(m.getField("pkNames")).alias("key_names"),
-            no_key_values().alias("key_values"),
-            hint.alias("schema_hint"),
-            error.alias("error"),
-            m.getField("es").cast("bigint").alias("event_ms"),
-            F.when(kind == DDL, m.getField("sql")).alias("ddl"),
-            F.coalesce(F.col("_pos"), F.lit(0)).alias("row_in_message"),
+        return Message(
+            op=F.when(tombstone, F.lit("tombstone")).otherwise(op),
+            kind=kind,
+            table=table,
+            order=F.array(number(m.getField("es"))),
+            image=mark_inexact_numbers(row, value),
+            db=m.getField("database"),
+            key_names=non_empty(m.getField("pkNames")),
+            schema_hint=hint,
+            event_ms=m.getField("es").cast("bigint"),
+            ddl=F.when(kind == DDL, m.getField("sql")),
+            row_in_message=F.coalesce(F.col("_pos"), F.lit(0)),
             # ``old[i]``: the changed columns' previous values of ``data[i]``.
-            F.when(
+            before=F.when(
                 F.upper(op) == "UPDATE", F.element_at(m.getField("old"), F.col("_pos") + 1)
-            ).alias("before"),
+            ),
+            problems=[
+                (tombstone, None),
+                (m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE)),
+                (op.isNull() & ~F.coalesce(is_ddl, F.lit(False)), F.lit("message has no type")),
+                (kind.isNull(), unknown("type", op)),
+                (kind.isin(NOOP, DDL), None),
+                (table.isNull(), F.lit("message names no table")),
+                (
+                    row.isNull(),
+                    F.concat(F.lit("type "), op, F.lit(" message has no rows in 'data'")),
+                ),
+            ],
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

@@ -68,16 +68,6 @@ def epoch_millis(seconds_or_millis: Column) -> Column:
     return F.when(value < 1e11, value * 1000).otherwise(value).cast("bigint")
 
 
-def no_before() -> Column:
-    """A null before image, for formats whose updates do not carry the previous row."""
-    return F.lit(None).cast("map<string,string>")
-
-
-def no_key_values() -> Column:
-    """A null key-value map, for messages that carry their key only inside the image."""
-    return F.lit(None).cast("map<string,string>")
-
-
 # Spark's JSON reader renders a JSON number read into a string field as a Java double: digits
 # beyond a double's precision are gone ("12345678.123456789012345678" becomes
 # "1.234567812345679E7"). A value rendered so, whose text is not in the message as written, is

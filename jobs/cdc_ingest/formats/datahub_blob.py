@@ -23,14 +23,13 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DDL, DELETE, NOOP, UPSERT, ColumnType, TypeHint
-from cdc_ingest.formats.base import Decoder
+from cdc_ingest.formats.base import Message, MessageDecoder, unknown
 from cdc_ingest.formats.common import (
     DATAWORKS_CONTROL_OPS,
     DATAWORKS_DDL_OPS,
     JSON_OPTIONS,
     lookup,
     mark_inexact_numbers,
-    no_key_values,
     non_empty,
     number,
     parse_error,
@@ -93,7 +92,7 @@ def message_text(value: Column) -> Column:
     return F.when(trimmed.startswith("{"), value).when(decoded.startswith("{"), decoded)
 
 
-class DataHubBlobDecoder(Decoder):
+class DataHubBlobDecoder(MessageDecoder):
     """DataHub Blob JSON (DataWorks real-time sync to DataHub, Paimon's "aliyun-json")."""
 
     name: ClassVar[str] = "datahub-blob"
@@ -105,14 +104,12 @@ class DataHubBlobDecoder(Decoder):
         "$.payload.before.dataColumn",
     )
 
-    def decode(self, records: DataFrame) -> DataFrame:
-        value = F.col("value")
-        # The decoded text replaces ``value``: type inference reads images from it with the JSON
-        # paths above, which must work for Base64 lines too. Dead letters keep the landed ``raw``.
-        with_text = records.withColumn("_text", message_text(value))
+    def parse(self, records: DataFrame) -> DataFrame:
+        with_text = records.withColumn("_text", message_text(F.col("value")))
+        return with_text.withColumn("_m", F.from_json(F.col("_text"), SCHEMA, JSON_OPTIONS))
+
+    def message(self, m: Column, value: Column) -> Message:
         text = F.col("_text")
-        parsed = with_text.withColumn("_m", F.from_json(text, SCHEMA, JSON_OPTIONS))
-        m = F.col("_m")
         schema, payload = m.getField("schema"), m.getField("payload")
         source = schema.getField("source")
         op = payload.getField("op")
@@ -130,41 +127,40 @@ class DataHubBlobDecoder(Decoder):
         event_ms = F.when(event_time > 0, event_time)
         # ``ddl`` is read as text (an object, null, or Paimon's ``true``); only its text is used.
         ddl = F.get_json_object(payload.getField("ddl"), "$.text")
-        error = (
-            F.when(value.isNull(), F.lit("record has no value"))
-            .when(text.isNull(), F.lit(NOT_A_MESSAGE))
-            .when(m.getField("_corrupt").isNotNull(), parse_error(text, self.name, SHAPE))
-            .when(op.isNull(), F.lit("message has no payload.op"))
-            .when(kind.isNull(), F.concat(F.lit("unknown op '"), op, F.lit("'")))
-            .when(kind.isin(NOOP, DDL), F.lit(None))
-            .when(table.isNull(), F.lit("message names no table (schema.source.tableName)"))
-            .when(
-                (kind == UPSERT) & after.isNull(),
-                F.concat(F.lit("op "), op, F.lit(" has no payload.after.dataColumn")),
-            )
-            .when(
-                (kind == DELETE) & before.isNull(),
-                F.lit("op DELETE has no payload.before.dataColumn"),
-            )
-        )
-        return parsed.select(
-            *[text.alias("value") if c == "value" else F.col(c) for c in records.columns],
-            source.getItem("dbName").alias("src_db"),
-            source.getItem("schemaName").alias("src_schema"),
-            table.alias("src_table"),
-            op.alias("op"),
-            kind.alias("kind"),
-            F.array(number(payload.getField("sequenceId")), number(event_ms)).alias("order"),
-            image.alias("image"),
-            non_empty(schema.getField("primaryKey")).alias("key_names"),
-            no_key_values().alias("key_values"),
-            self.schema_hint(schema.getField("dataColumn")).alias("schema_hint"),
-            error.alias("error"),
-            event_ms.alias("event_ms"),
-            F.when(kind == DDL, ddl).alias("ddl"),
-            F.lit(0).alias("row_in_message"),
+        return Message(
+            op=op,
+            kind=kind,
+            table=table,
+            order=F.array(number(payload.getField("sequenceId")), number(event_ms)),
+            image=image,
+            db=source.getItem("dbName"),
+            schema=source.getItem("schemaName"),
+            key_names=non_empty(schema.getField("primaryKey")),
+            schema_hint=self.schema_hint(schema.getField("dataColumn")),
+            event_ms=event_ms,
+            ddl=F.when(kind == DDL, ddl),
             # Paimon's aliyun form: one UPDATE carrying both images.
-            F.when(kind == UPSERT, before).alias("before"),
+            before=F.when(kind == UPSERT, before),
+            # The decoded text replaces ``value``: type inference reads images from it with the
+            # JSON paths above, which must work for Base64 lines too. Dead letters keep ``raw``.
+            value=text,
+            problems=[
+                (value.isNull(), F.lit("record has no value")),
+                (text.isNull(), F.lit(NOT_A_MESSAGE)),
+                (m.getField("_corrupt").isNotNull(), parse_error(text, self.name, SHAPE)),
+                (op.isNull(), F.lit("message has no payload.op")),
+                (kind.isNull(), unknown("op", op)),
+                (kind.isin(NOOP, DDL), None),
+                (table.isNull(), F.lit("message names no table (schema.source.tableName)")),
+                (
+                    (kind == UPSERT) & after.isNull(),
+                    F.concat(F.lit("op "), op, F.lit(" has no payload.after.dataColumn")),
+                ),
+                (
+                    (kind == DELETE) & before.isNull(),
+                    F.lit("op DELETE has no payload.before.dataColumn"),
+                ),
+            ],
         )
 
     @staticmethod

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, ClassVar
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DELETE, NOOP, UPSERT, ColumnType, TypeHint
-from cdc_ingest.formats.base import Decoder
-from cdc_ingest.formats.common import no_before, no_key_values, number, parse_error
+from cdc_ingest.formats.base import Message, MessageDecoder, unknown
+from cdc_ingest.formats.common import number, parse_error
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -71,16 +71,17 @@ def datahub_column_type(type_name: str) -> ColumnType:
     return DATAHUB_TYPES.get(text, ColumnType("string"))
 
 
-class DataHubTupleDecoder(Decoder):
+class DataHubTupleDecoder(MessageDecoder):
     """DataHub Tuple records as JSON objects."""
 
     name: ClassVar[str] = "datahub-tuple"
     image_json_paths: ClassVar[tuple[str, ...]] = ("$",)
 
-    def decode(self, records: DataFrame) -> DataFrame:
-        value = F.col("value")
-        parsed = records.withColumn("_m", F.from_json(value, "map<string,string>"))
-        m = F.col("_m")
+    def parse(self, records: DataFrame) -> DataFrame:
+        # A flat object of strings: a line that is not one parses to null.
+        return records.withColumn("_m", F.from_json(F.col("value"), "map<string,string>"))
+
+    def message(self, m: Column, value: Column) -> Message:
 
         def meta(name: str) -> Column:
             return F.element_at(m, F.lit(name))
@@ -104,40 +105,33 @@ class DataHubTupleDecoder(Decoder):
             lambda _, v: v.isNotNull(),
         )
         columns = F.map_filter(m, lambda k, _: ~k.isin(*METADATA, *META_TYPES))
-        error = (
-            F.when(m.isNull(), parse_error(value, self.name, SHAPE))
-            .when(op.isNull(), F.lit(f"record has no {OPERATION}"))
-            .when(
-                kind.isNull(),
-                F.concat(
-                    F.lit(f"unknown {OPERATION} '"),
-                    op,
-                    F.lit(f"' with {BEFORE}="),
-                    F.coalesce(before, F.lit("null")),
-                    F.lit(f", {AFTER}="),
-                    F.coalesce(after, F.lit("null")),
-                    F.lit(" (expected I, U or D)"),
+        return Message(
+            op=op,
+            kind=kind,
+            table=meta(SOURCE_TABLE),
+            order=F.array(number(meta(SEQUENCE)), number(execute_ms)),
+            image=F.map_concat(kept, columns),
+            schema_hint=F.lit(HINT),
+            event_ms=execute_ms,
+            problems=[
+                (m.isNull(), parse_error(value, self.name, SHAPE)),
+                (op.isNull(), F.lit(f"record has no {OPERATION}")),
+                (
+                    kind.isNull(),
+                    unknown(
+                        OPERATION,
+                        op,
+                        F.concat(
+                            F.lit(f" with {BEFORE}="),
+                            F.coalesce(before, F.lit("null")),
+                            F.lit(f", {AFTER}="),
+                            F.coalesce(after, F.lit("null")),
+                            F.lit(" (expected I, U or D)"),
+                        ),
+                    ),
                 ),
-            )
-            .when(meta(SOURCE_TABLE).isNull(), F.lit(f"record has no {SOURCE_TABLE}"))
-        )
-        return parsed.select(
-            *records.columns,
-            F.lit(None).cast("string").alias("src_db"),
-            F.lit(None).cast("string").alias("src_schema"),
-            meta(SOURCE_TABLE).alias("src_table"),
-            op.alias("op"),
-            kind.alias("kind"),
-            F.array(number(meta(SEQUENCE)), number(execute_ms)).alias("order"),
-            F.map_concat(kept, columns).alias("image"),
-            F.lit(None).cast("array<string>").alias("key_names"),
-            no_key_values().alias("key_values"),
-            F.lit(HINT).alias("schema_hint"),
-            error.alias("error"),
-            execute_ms.alias("event_ms"),
-            F.lit(None).cast("string").alias("ddl"),
-            F.lit(0).alias("row_in_message"),
-            no_before().alias("before"),
+                (meta(SOURCE_TABLE).isNull(), F.lit(f"record has no {SOURCE_TABLE}")),
+            ],
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

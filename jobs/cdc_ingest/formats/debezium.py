@@ -7,18 +7,15 @@ alone. Both shapes are parsed by one ``from_json`` call; row images are parsed a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DDL, DELETE, NOOP, UPSERT, TypeHint
-from cdc_ingest.formats.base import Decoder
-from cdc_ingest.formats.common import JSON_OPTIONS, lookup, number, parse_error
+from cdc_ingest.formats.base import Message, MessageDecoder, unknown
+from cdc_ingest.formats.common import lookup, number, parse_error
 from cdc_ingest.formats.connect_schema import type_hint_from_schema
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
 # Scalars are read as strings: a number sent as a string (or the reverse) must not make Spark
 # discard the whole message as corrupt.
@@ -41,9 +38,10 @@ SHAPE = "a JSON object with op/before/after/source (before, after and source mus
 UNAVAILABLE_VALUES = ("__debezium_unavailable_value", "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==")
 
 
-class DebeziumFamilyDecoder(Decoder):
+class DebeziumFamilyDecoder(MessageDecoder):
     """Shared decoding of Debezium-shaped messages; subclasses choose table names and ordering."""
 
+    json_schema = ENVELOPE_SCHEMA
     image_json_paths: ClassVar[tuple[str, ...]] = (
         "$.payload.after",
         "$.after",
@@ -90,11 +88,7 @@ class DebeziumFamilyDecoder(Decoder):
         """A record that only marks a deleted key for log compaction."""
         return value.isNull()
 
-    def decode(self, records: DataFrame) -> DataFrame:
-        value = F.col("value")
-        m = F.from_json(value, ENVELOPE_SCHEMA, JSON_OPTIONS)
-        parsed = records.withColumn("_m", m)
-        m = F.col("_m")
+    def message(self, m: Column, value: Column) -> Message:
         p = m.getField("payload")
 
         def pick(name: str) -> Column:
@@ -102,51 +96,45 @@ class DebeziumFamilyDecoder(Decoder):
 
         op = F.lower(pick("op"))
         before, after, source = pick("before"), pick("after"), pick("source")
-        kind = F.coalesce(
-            lookup(OPS, op),
-            F.when(pick("ddl").isNotNull(), F.lit(DDL)),
-        )
+        kind = F.coalesce(lookup(OPS, op), F.when(pick("ddl").isNotNull(), F.lit(DDL)))
         image = F.when(kind == DELETE, before).otherwise(after)
         key_names, key_values = self.message_keys(image)
         tombstone = self.is_tombstone(value)
         table = source.getItem("table")
-        error = (
-            F.when(tombstone, F.lit(None))
-            .when(m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE))
-            .when(op.isNull() & pick("ddl").isNull(), F.lit("message has no op (payload.op)"))
-            .when(kind.isNull(), F.concat(F.lit("unknown op '"), pick("op"), F.lit("'")))
-            .when(kind.isin(NOOP, DDL), F.lit(None))
-            .when(table.isNull(), F.lit("message names no source table (source.table)"))
-            .when(
-                (kind == UPSERT) & after.isNull(),
-                F.concat(F.lit("op '"), op, F.lit("' message has no after image")),
-            )
-            .when(
-                (kind == DELETE) & before.isNull() & key_values.isNull(),
-                F.lit(
-                    'The "before" field of DELETE message is null: the deleted key is unknown. '
-                    "With the Debezium Postgres connector set the table's REPLICA IDENTITY to "
-                    "FULL, or land the Kafka key with envelope: kafka"
+        return Message(
+            op=F.when(tombstone, F.lit("tombstone")).otherwise(pick("op")),
+            kind=F.when(tombstone, F.lit(NOOP)).otherwise(kind),
+            table=table,
+            order=self.order(source, pick("ts_ms")),
+            image=image,
+            db=source.getItem("db"),
+            schema=source.getItem(self.schema_field),
+            key_names=key_names,
+            key_values=key_values,
+            schema_hint=self.schema_hint(m.getField("schema"), image),
+            event_ms=F.coalesce(source.getItem("ts_ms"), pick("ts_ms")).cast("bigint"),
+            ddl=pick("ddl"),
+            before=F.when(kind == UPSERT, before),
+            problems=[
+                (tombstone, None),
+                (m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE)),
+                (op.isNull() & pick("ddl").isNull(), F.lit("message has no op (payload.op)")),
+                (kind.isNull(), unknown("op", pick("op"))),
+                (kind.isin(NOOP, DDL), None),
+                (table.isNull(), F.lit("message names no source table (source.table)")),
+                (
+                    (kind == UPSERT) & after.isNull(),
+                    F.concat(F.lit("op '"), op, F.lit("' message has no after image")),
                 ),
-            )
-        )
-        return parsed.select(
-            *records.columns,
-            source.getItem("db").alias("src_db"),
-            source.getItem(self.schema_field).alias("src_schema"),
-            table.alias("src_table"),
-            F.when(tombstone, F.lit("tombstone")).otherwise(pick("op")).alias("op"),
-            F.when(tombstone, F.lit(NOOP)).otherwise(kind).alias("kind"),
-            self.order(source, pick("ts_ms")).alias("order"),
-            image.alias("image"),
-            key_names.alias("key_names"),
-            key_values.alias("key_values"),
-            self.schema_hint(m.getField("schema"), image).alias("schema_hint"),
-            error.alias("error"),
-            F.coalesce(source.getItem("ts_ms"), pick("ts_ms")).cast("bigint").alias("event_ms"),
-            pick("ddl").alias("ddl"),
-            F.lit(0).alias("row_in_message"),
-            F.when(kind == UPSERT, before).alias("before"),
+                (
+                    (kind == DELETE) & before.isNull() & key_values.isNull(),
+                    F.lit(
+                        'The "before" field of DELETE message is null: the deleted key is '
+                        "unknown. With the Debezium Postgres connector set the table's REPLICA "
+                        "IDENTITY to FULL, or land the Kafka key with envelope: kafka"
+                    ),
+                ),
+            ],
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DDL, DELETE, NOOP, UPSERT, TypeHint
-from cdc_ingest.formats.base import Decoder
+from cdc_ingest.formats.base import Message, MessageDecoder, unknown
 from cdc_ingest.formats.common import (
     DATAWORKS_CONTROL_OPS,
     DATAWORKS_DDL_OPS,
-    JSON_OPTIONS,
     lookup,
     mark_inexact_numbers,
-    no_key_values,
     non_empty,
     number,
     parse_error,
@@ -28,7 +27,7 @@ from cdc_ingest.formats.common import (
 from cdc_ingest.formats.oms_types import type_hint_from_names
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    pass
 
 SCHEMA = (
     "version string, "
@@ -49,19 +48,17 @@ OPS = {
 }
 
 
-class OmsDataWorksDecoder(Decoder):
+class OmsDataWorksDecoder(MessageDecoder):
     """OMS DataWorks 2.0 JSON."""
 
     name: ClassVar[str] = "oms-dataworks"
+    json_schema = SCHEMA
     image_json_paths: ClassVar[tuple[str, ...]] = (
         "$.payload.after.data",
         "$.payload.before.data",
     )
 
-    def decode(self, records: DataFrame) -> DataFrame:
-        value = F.col("value")
-        parsed = records.withColumn("_m", F.from_json(value, SCHEMA, JSON_OPTIONS))
-        m = F.col("_m")
+    def message(self, m: Column, value: Column) -> Message:
         schema, payload = m.getField("schema"), m.getField("payload")
         source = schema.getField("source")
         op = payload.getField("op")
@@ -82,35 +79,31 @@ class OmsDataWorksDecoder(Decoder):
         )
         ddl = payload.getField("ddl").getItem("text")
         event_ms = payload.getField("timestamp").getItem("eventTime").cast("bigint")
-        error = (
-            F.when(m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE))
-            .when(op.isNull(), F.lit("message has no payload.op"))
-            .when(kind.isNull(), F.concat(F.lit("unknown op '"), op, F.lit("'")))
-            .when(kind.isin(NOOP, DDL), F.lit(None))
-            .when(table.isNull(), F.lit("message names no table (schema.source.table)"))
-            .when(
-                (kind == UPSERT) & after.isNull(),
-                F.concat(F.lit("op "), op, F.lit(" has no payload.after.data")),
-            )
-            .when((kind == DELETE) & before.isNull(), F.lit("op DELETE has no payload.before.data"))
-        )
-        return parsed.select(
-            *records.columns,
-            source.getItem("dbName").alias("src_db"),
-            source.getItem("schema").alias("src_schema"),
-            table.alias("src_table"),
-            op.alias("op"),
-            kind.alias("kind"),
-            F.array(number(payload.getField("scn")), number(event_ms)).alias("order"),
-            image.alias("image"),
-            non_empty(schema.getField("pk")).alias("key_names"),
-            no_key_values().alias("key_values"),
-            hint.alias("schema_hint"),
-            error.alias("error"),
-            event_ms.alias("event_ms"),
-            F.when(kind == DDL, ddl).alias("ddl"),
-            F.lit(0).alias("row_in_message"),
-            F.when(kind == UPSERT, before).alias("before"),
+        return Message(
+            op=op,
+            kind=kind,
+            table=table,
+            order=F.array(number(payload.getField("scn")), number(event_ms)),
+            image=image,
+            db=source.getItem("dbName"),
+            schema=source.getItem("schema"),
+            key_names=non_empty(schema.getField("pk")),
+            schema_hint=hint,
+            event_ms=event_ms,
+            ddl=F.when(kind == DDL, ddl),
+            before=F.when(kind == UPSERT, before),
+            problems=[
+                (m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE)),
+                (op.isNull(), F.lit("message has no payload.op")),
+                (kind.isNull(), unknown("op", op)),
+                (kind.isin(NOOP, DDL), None),
+                (table.isNull(), F.lit("message names no table (schema.source.table)")),
+                (
+                    (kind == UPSERT) & after.isNull(),
+                    F.concat(F.lit("op "), op, F.lit(" has no payload.after.data")),
+                ),
+                ((kind == DELETE) & before.isNull(), F.lit("op DELETE has no payload.before.data")),
+            ],
         )
 
     def type_hint(self, schema_hint: str) -> TypeHint | None:

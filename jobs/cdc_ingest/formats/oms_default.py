@@ -15,13 +15,11 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DDL, DELETE, NOOP, UPSERT, TypeHint
-from cdc_ingest.formats.base import Decoder
+from cdc_ingest.formats.base import Message, MessageDecoder, unknown
 from cdc_ingest.formats.common import (
-    JSON_OPTIONS,
     epoch_millis,
     lookup,
     mark_inexact_numbers,
-    no_key_values,
     non_empty,
     number,
     parse_error,
@@ -29,7 +27,7 @@ from cdc_ingest.formats.common import (
 from cdc_ingest.formats.oms_types import type_hint_from_names
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    pass
 
 SCHEMA = (
     "allMetaData map<string,string>, prevStruct map<string,string>, "
@@ -48,20 +46,18 @@ LIGHT_TYPE = "__light_type"
 KEY_SEPARATOR = "\u0001"
 
 
-class OmsDefaultDecoder(Decoder):
+class OmsDefaultDecoder(MessageDecoder):
     """OMS Default JSON."""
 
     name: ClassVar[str] = "oms-default"
+    json_schema = SCHEMA
     image_json_paths: ClassVar[tuple[str, ...]] = ("$.postStruct", "$.prevStruct")
 
     def schema_hint(self, image: Column) -> Column:
         """Default messages declare no types: columns are typed from their values."""
         return F.lit(None).cast("string")
 
-    def decode(self, records: DataFrame) -> DataFrame:
-        value = F.col("value")
-        parsed = records.withColumn("_m", F.from_json(value, SCHEMA, JSON_OPTIONS))
-        m = F.col("_m")
+    def message(self, m: Column, value: Column) -> Message:
         meta, prev, post = (
             m.getField("allMetaData"),
             m.getField("prevStruct"),
@@ -70,44 +66,37 @@ class OmsDefaultDecoder(Decoder):
         record_type = m.getField("recordType")
         kind = lookup(OPS, F.upper(record_type))
         full = F.when(kind == DELETE, prev).otherwise(post)
-        image = mark_inexact_numbers(F.map_filter(full, lambda k, _: k != LIGHT_TYPE), value)
         table = meta.getItem("table_name")
         primary_key = meta.getItem("record_primary_key")
-        key_names = non_empty(F.filter(F.split(primary_key, KEY_SEPARATOR), lambda k: k != ""))
         ddl = F.coalesce(post.getItem("ddl"), prev.getItem("ddl"))
-        error = (
-            F.when(m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE))
-            .when(record_type.isNull(), F.lit("message has no recordType"))
-            .when(kind.isNull(), F.concat(F.lit("unknown recordType '"), record_type, F.lit("'")))
-            .when(kind == NOOP, F.lit(None))
-            .when((kind == DDL) & ddl.isNull(), F.lit("DDL record has no 'ddl' statement"))
-            .when(kind == DDL, F.lit(None))
-            .when(table.isNull(), F.lit("message names no table (allMetaData.table_name)"))
-            .when(
-                (kind == UPSERT) & post.isNull(),
-                F.concat(F.lit("recordType "), record_type, F.lit(" has no postStruct")),
-            )
-            .when((kind == DELETE) & prev.isNull(), F.lit("recordType DELETE has no prevStruct"))
-        )
-        return parsed.select(
-            *records.columns,
-            meta.getItem("db").alias("src_db"),
-            F.lit(None).cast("string").alias("src_schema"),
-            table.alias("src_table"),
-            record_type.alias("op"),
-            kind.alias("kind"),
-            F.array(
+        return Message(
+            op=record_type,
+            kind=kind,
+            table=table,
+            order=F.array(
                 number(meta.getItem("storeDataSequence")), number(meta.getItem("timestamp"))
-            ).alias("order"),
-            image.alias("image"),
-            key_names.alias("key_names"),
-            no_key_values().alias("key_values"),
-            self.schema_hint(full).alias("schema_hint"),
-            error.alias("error"),
-            epoch_millis(meta.getItem("timestamp")).alias("event_ms"),
-            F.when(kind == DDL, ddl).alias("ddl"),
-            F.lit(0).alias("row_in_message"),
-            F.when(kind == UPSERT, prev).alias("before"),
+            ),
+            image=mark_inexact_numbers(F.map_filter(full, lambda k, _: k != LIGHT_TYPE), value),
+            db=meta.getItem("db"),
+            key_names=non_empty(F.filter(F.split(primary_key, KEY_SEPARATOR), lambda k: k != "")),
+            schema_hint=self.schema_hint(full),
+            event_ms=epoch_millis(meta.getItem("timestamp")),
+            ddl=F.when(kind == DDL, ddl),
+            before=F.when(kind == UPSERT, prev),
+            problems=[
+                (m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE)),
+                (record_type.isNull(), F.lit("message has no recordType")),
+                (kind.isNull(), unknown("recordType", record_type)),
+                (kind == NOOP, None),
+                ((kind == DDL) & ddl.isNull(), F.lit("DDL record has no 'ddl' statement")),
+                (kind == DDL, None),
+                (table.isNull(), F.lit("message names no table (allMetaData.table_name)")),
+                (
+                    (kind == UPSERT) & post.isNull(),
+                    F.concat(F.lit("recordType "), record_type, F.lit(" has no postStruct")),
+                ),
+                ((kind == DELETE) & prev.isNull(), F.lit("recordType DELETE has no prevStruct")),
+            ],
         )
 
 
