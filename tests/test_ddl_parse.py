@@ -38,7 +38,6 @@ def test_seed_002_alter_adds_a_text_column() -> None:
     assert changes(statement) == [(ADD_COLUMN, "holo", None, "string")]
 
 
-@pytest.mark.skipif(not PAIMON_CANAL.is_dir(), reason="conformance fixtures missing")
 def test_paimon_multi_clause_alter_with_comment_and_odd_column_name() -> None:
     path = PAIMON_CANAL / "table" / "schemaevolutionmultiple" / "canal-data-2.txt"
     statements = [

@@ -21,11 +21,7 @@ from canal_expectations import (
     expected,
     json_lines,
 )
-from conftest import CONFORMANCE, Lake
-
-pytestmark = pytest.mark.skipif(
-    not CONFORMANCE.is_dir(), reason="tests/fixtures/conformance missing"
-)
+from conftest import Lake
 
 # --- Paimon (KafkaCanalSyncTableActionITCase) --------------------------------------------------
 
@@ -185,7 +181,7 @@ def paimon_misc(spark, tmp_path_factory):
 
 def misc_cases() -> list[Any]:
     path = PAIMON / "canal-table-misc.expected.json"
-    names = [c["name"] for c in expected(path)["cases"]] if path.is_file() else []
+    names = [c["name"] for c in expected(path)["cases"]]
     params = []
     for name in names:
         marks = []
@@ -210,7 +206,10 @@ def test_paimon_misc_case_leaves_the_expected_table(paimon_misc, name):
         # recorded, no table is created.
         assert table not in existing
         history = lake.table("_cdc_ddl_history").where(f"target_table = '{table}'")
-        assert history.count() == len(json_lines(paimon_files(case["files"])[0]))
+        # The case's one file holds two ALTER TABLE schema_evolution_2 ADD COLUMN messages.
+        statements = [r["statement"] for r in history.collect()]
+        assert len(statements) == 2
+        assert all("ALTER TABLE schema_evolution_2 ADD COLU" in s for s in statements)
         return
     assert table in existing, f"no table {table} was mirrored"
     keys = case.get("config", {}).get("primary_keys")

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import pytest
 from canal_expectations import PAIMON, expected, json_lines
-from conftest import CONFORMANCE, FIXTURES, Lake
+from conftest import FIXTURES, Lake
 from test_paimon_canal_conformance import assert_paimon_table, paimon_files
-
-pytestmark = pytest.mark.skipif(
-    not CONFORMANCE.is_dir(), reason="tests/fixtures/conformance missing"
-)
 
 CASES = {
     "schemaevolution": ("canal-table-schemaevolution", None),

@@ -24,6 +24,13 @@ def pytest_generate_tests(metafunc):
         )
 
 
+def test_every_registered_format_has_a_row_in_the_scenario_suite() -> None:
+    from cdc_ingest.formats import format_names
+
+    # A new format added to the registry without a builder here would miss every scenario.
+    assert sorted(FORMATS) == sorted(format_names())
+
+
 @pytest.fixture
 def pipe(lake, fmt):
     lake.add_pipeline("accounts", fmt, **FORMATS[fmt]["options"])
