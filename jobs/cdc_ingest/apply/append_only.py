@@ -52,7 +52,7 @@ def apply_append_only(
         target: the table (``keys`` empty).
         batch_id: the batch.
         rows: how many of ``changes`` are aimed at this table.
-        segment: which of the batch's segments of this table (see ``evolving_apply``).
+        segment: which of the batch's segments of this table (see ``apply.segmented``).
     """
     typed = typed_changes(changes, target, batch_id).localCheckpoint(eager=True)
     counts = {

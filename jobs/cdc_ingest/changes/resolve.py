@@ -136,7 +136,7 @@ def resolve_changes(
         )
     )
     # An update whose before image holds another key moved the row: the old key is deleted
-    # (see apply.moved_keys). Canal's ``old`` holds only changed columns: the rest are as after.
+    # (see apply.update_images). Canal's ``old`` holds only changed columns: the rest are as after.
     before = F.col("before")
     updates = (F.col("kind") == UPSERT) & before.isNotNull() & (F.size(keys) > 0)
     keyed = keyed.withColumn(
