@@ -59,7 +59,7 @@ def test_killed_between_table_commit_and_checkpoint_commit_rerun_is_exact(lake):
     lake.add_pipeline("accounts", "arcion", **FORMATS["arcion"]["options"])
     lake.land("accounts", "001.json", [c.insert({"id": 1, "owner": "a", "balance": 1}, 1000)])
     lake.run("accounts")
-    lake.land(
+    second = lake.land(
         "accounts",
         "002.json",
         [
@@ -87,6 +87,13 @@ def test_killed_between_table_commit_and_checkpoint_commit_rerun_is_exact(lake):
     assert page.checkpoint is not None
     assert (page.checkpoint.last_batch_id, page.checkpoint.awaiting_resume) == (1, 2)
     assert page.checkpoint.files_applied == 1
+    # check_landing reads the same state: the planned batch is work, its file still pending.
+    from cdc_ingest.config import load_config
+    from cdc_ingest_airflow.lake_state import pending
+
+    work = pending(load_config(lake.config_path), "accounts")
+    assert (work.files, work.resumes_batch) == ([second.as_uri()], 2)
+    assert (page.pending_count, page.pending_files) == (1, [second.as_uri()])
     rerun = cli("run", "--config", str(lake.config_path), "--pipeline", "accounts", "--json")
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "batch 2 (resumed)" in rerun.stdout
