@@ -173,3 +173,20 @@ def test_run_flags_parse_as_airflow_renders_them():
 def test_bad_run_flags_exit_2(flag):
     done = cli("run", "--config", "c.yaml", "--pipeline", "p", flag)
     assert done.returncode == 2 and flag.split("=")[0] in done.stderr
+
+
+def test_a_run_with_nothing_new_answers_without_starting_a_jvm(lake):
+    c = Changes("debezium-json")
+    lake.add_pipeline("accounts", "debezium-json", **FORMATS["debezium-json"]["options"])
+    lake.land("accounts", "001.json", [c.insert({"id": 1, "owner": "a", "balance": 1}, 1000)])
+    lake.run("accounts")
+    config = ("--config", str(lake.config_path), "--pipeline", "accounts")
+    # No Java here: a run that needed Spark could not start it.
+    no_jvm = {"JAVA_HOME": str(lake.root / "no-java"), "PATH": "/usr/bin:/bin"}
+    idle = cli("run", *config, "--json", env=no_jvm)
+    assert idle.returncode == 0, idle.stderr[-2000:]
+    assert idle.stdout.splitlines()[0] == "pipeline accounts: nothing new to apply"
+    assert json.loads(idle.stdout.splitlines()[-1])["batch_id"] is None
+    lake.land("accounts", "002.json", [c.insert({"id": 2, "owner": "b", "balance": 2}, 2000)])
+    busy = cli("run", *config, env=no_jvm)
+    assert busy.returncode != 0 and "nothing new" not in busy.stdout

@@ -8,10 +8,16 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from cdc_ingest.config import Config, ConfigError, load_config
 from cdc_ingest.landing.zones import LandingError
 from cdc_ingest.run.options import OptionsError, RunOptions, add_arguments, parsed_options
+from cdc_ingest.state.summary import RunSummary
+
+if TYPE_CHECKING:
+    from cdc_ingest.maintenance import MaintenanceSummary
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -85,6 +91,7 @@ def _fail(message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
+    started = datetime.now(UTC)
     parser = _parser()
     args = parser.parse_args(argv)
     options = RunOptions()
@@ -107,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cdc_ingest.landing.zones import list_landed
     from cdc_ingest.run.batch import run_pipeline
     from cdc_ingest.run.options import RunRefused
+    from cdc_ingest.run.pending import nothing_to_do
     from cdc_ingest.run.replays import ReplayRefused
     from cdc_ingest.schema.evolution import SchemaChangeRefused
     from cdc_ingest.spark_session import EnvironmentProblem, build_session
@@ -122,7 +130,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = contextlib.ExitStack()
     try:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
-        list_landed(pipeline.landing)
+        listing = list_landed(pipeline.landing)
+        if nothing_to_do(config, pipeline, options, listing):
+            summary = RunSummary(
+                pipeline=pipeline.name,
+                dry_run=options.dry_run,
+                only_tables=sorted(set(options.tables)),
+                max_files=options.max_files,
+                started_at=started.isoformat(),
+                finished_at=datetime.now(UTC).isoformat(),
+            )
+            return _print_summary(summary, args.json)
         if not options.dry_run:
             # Taken before Spark starts: a run that must wait costs no JVM meanwhile.
             runs.enter_context(
@@ -153,8 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _engine_failure(config, pipeline.name, exc)
     finally:
         runs.close()
+    return _print_summary(summary, args.json)
+
+
+def _print_summary(summary: RunSummary | MaintenanceSummary, as_json: bool) -> int:
     print(summary.render(), flush=True)
-    if args.json:
+    if as_json:
         print(summary.to_json(), flush=True)
     return EXIT_OK
 
@@ -171,10 +193,7 @@ def _maintain(config: Config, pipeline_name: str, as_json: bool) -> int:
         return _fail(f"pipeline {pipeline_name}: {exc}")
     except Exception as exc:
         return _engine_failure(config, pipeline_name, exc)
-    print(summary.render(), flush=True)
-    if as_json:
-        print(summary.to_json(), flush=True)
-    return EXIT_OK
+    return _print_summary(summary, as_json)
 
 
 if __name__ == "__main__":
