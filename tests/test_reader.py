@@ -6,7 +6,9 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
 from cdc_ingest.landing.reader import read_lines
+from cdc_ingest.landing.zones import LandedFile
 
 BOM = b"\xef\xbb\xbf"
 
@@ -25,15 +27,26 @@ def _insert(key: int, name: str, ts: int) -> bytes:
     return json.dumps(message, ensure_ascii=False).encode("utf-8")
 
 
-def _lines(spark, paths: list[Path]) -> list[tuple[int, int, str, str | None]]:
-    frame = read_lines(spark, [p.as_uri() for p in paths])
+# Files given as bare URIs go to Spark's text source; listed with their (small) size they are
+# read by Python tasks, many files to a task. Both must read alike.
+READERS = ["text-source", "packed"]
+
+
+def _lines(spark, paths: list[Path], reader: str = "text-source") -> list[tuple]:
+    files: list[str | LandedFile] = [p.as_uri() for p in paths]
+    if reader == "packed":
+        files = [LandedFile(p.as_uri(), p.stat().st_size) for p in paths]
+    frame = read_lines(spark, files)
     return sorted(tuple(r) for r in frame.collect())
 
 
-def test_local_lines_keep_their_numbers_across_blank_lines_line_ends_and_bom(spark, tmp_path):
+@pytest.mark.parametrize("reader", READERS)
+def test_local_lines_keep_their_numbers_across_blank_lines_line_ends_and_bom(
+    spark, tmp_path, reader
+):
     path = tmp_path / "a.jsonl"
     path.write_bytes(BOM + b"first\r\n\n \t \r\nfourth\rstill fourth\nfifth\r\r\n\nseventh")
-    assert _lines(spark, [path]) == [
+    assert _lines(spark, [path], reader) == [
         (0, 1, "first", None),
         # A lone "\r" does not end a line; only "\n" does.
         (0, 4, "fourth\rstill fourth", None),
@@ -56,10 +69,11 @@ def test_gzipped_local_file_reads_like_the_plain_one(spark, tmp_path):
     ]
 
 
-def test_invalid_utf8_is_flagged_with_the_byte_where_it_starts(spark, tmp_path):
+@pytest.mark.parametrize("reader", READERS)
+def test_invalid_utf8_is_flagged_with_the_byte_where_it_starts(spark, tmp_path, reader):
     path = tmp_path / "bad.jsonl"
     path.write_bytes(b'{"a":"ok"}\n{"b":"\xc3\xa9\xff\xfe"}\n{"c":"\xe2\x82"}\n')
-    assert _lines(spark, [path]) == [
+    assert _lines(spark, [path], reader) == [
         (0, 1, '{"a":"ok"}', None),
         (0, 2, '{"b":"\u00e9\ufffd\ufffd"}', "line is not valid UTF-8 (at byte 8)"),
         (0, 3, '{"c":"\ufffd"}', "line is not valid UTF-8 (at byte 6)"),
@@ -81,6 +95,24 @@ def test_each_file_keeps_its_index_whatever_its_size_or_name(spark, tmp_path):
     assert lines[2002:2005] == [(2, 1, "m1", None), (2, 3, "m3", None), (2, 4, "m1", None)]
     assert lines[-1] == (2, 30, "m3", None)
     assert len(lines) == 2 + 2000 + 20
+
+
+def test_small_files_are_packed_into_few_tasks_and_keep_their_line_numbers(spark, tmp_path):
+    paths = []
+    for n in range(300):
+        path = tmp_path / f"{n:04d}.jsonl"
+        # File n has n % 7 blank lines first, then its two lines.
+        path.write_bytes(b"\n" * (n % 7) + b"a%d\nb%d\n" % (n, n))
+        paths.append(path)
+    files = [LandedFile(p.as_uri(), p.stat().st_size) for p in paths]
+    frame = read_lines(spark, files, leave_out={5})
+    assert frame.rdd.getNumPartitions() <= spark.sparkContext.defaultParallelism + 1
+    lines = sorted(tuple(r) for r in frame.collect())
+    assert len(lines) == 2 * 299
+    assert lines[:2] == [(0, 1, "a0", None), (0, 2, "b0", None)]
+    assert (13, 7, "a13", None) in lines and (13, 8, "b13", None) in lines
+    assert lines[-1] == (299, 2 + 299 % 7, "b299", None)
+    assert not [line for line in lines if line[0] == 5]
 
 
 def test_dead_letters_name_file_and_line_and_every_line_is_counted(lake):

@@ -1,10 +1,12 @@
 """Landed files to records: one row per Kafka record, with its file and line.
 
-Plain local files are read by Spark's text source, one file per partition, so a line's number is
-its position inside the partition. Gzipped files and S3 objects are read by Arrow-batched Python
-workers (``mapInArrow``, boto3 in the workers), one task per file: a gzip stream that is truncated
-or corrupt becomes one error row for the whole file (line 0, none of its lines), where Spark's
-reader would fail the batch or, with ``ignoreCorruptFiles``, keep its first lines without a word.
+Large plain local files are read by Spark's text source, one file per partition, so a line's number
+is its position inside the partition. Small local files, gzipped files and S3 objects are read by
+Arrow-batched Python workers (``mapInArrow``, boto3 in the workers), small ones packed many to a
+task (a landing zone of thousands of small files is then a few partitions, not thousands): a gzip
+stream that is truncated or corrupt becomes one error row for the whole file (line 0, none of its
+lines), where Spark's reader would fail the batch or, with ``ignoreCorruptFiles``, keep its first
+lines without a word.
 Both number lines from 1 counting blank lines, skip blank lines, split on "\n" only, drop a
 trailing "\r" and a leading UTF-8 BOM, and flag a line that is not valid UTF-8. Everything after
 that is Spark SQL.
@@ -34,6 +36,11 @@ KAFKA_ENVELOPE_SCHEMA = (
     "_corrupt string"
 )
 ARROW_BATCH_LINES = 65536
+# A plain local file smaller than this is read with others in one Python task; a larger one is a
+# partition of Spark's text source of its own.
+SMALL_FILE_BYTES = 8 << 20
+# Python tasks read about this many bytes each (a larger file is a task of its own).
+TASK_BYTES = 64 << 20
 
 
 FILE_ERROR_LINE = 0  # the line number of an error row that stands for a whole file
@@ -116,8 +123,8 @@ def read_lines(
     """
     landed = [f if isinstance(f, LandedFile) else LandedFile(f, 0) for f in files]
     chosen = [(i, f) for i, f in enumerate(landed) if i not in leave_out]
-    by_spark = [(i, f.uri) for i, f in chosen if not _python_read(f.uri)]
-    by_python = [(i, f) for i, f in chosen if _python_read(f.uri)]
+    by_spark = [(i, f.uri) for i, f in chosen if not _python_read(f)]
+    by_python = [(i, f) for i, f in chosen if _python_read(f)]
     parts: list[DataFrame] = []
     if by_spark:
         parts.append(_read_hadoop(spark, by_spark))
@@ -128,8 +135,29 @@ def read_lines(
     return functools.reduce(DataFrame.unionByName, parts)
 
 
-def _python_read(uri: str) -> bool:
-    return uri.startswith("s3://") or uri.lower().endswith(".gz")
+def _python_read(landed: LandedFile) -> bool:
+    uri = landed.uri
+    small = 0 < landed.size < SMALL_FILE_BYTES
+    return uri.startswith("s3://") or uri.lower().endswith(".gz") or small
+
+
+def _tasks(
+    files: list[tuple[int, LandedFile]], parallelism: int
+) -> list[list[tuple[int, LandedFile]]]:
+    """The files per task, in order: consecutive files of about :data:`TASK_BYTES` together, and
+    at least ``parallelism`` tasks when there are that many files."""
+    total = sum(max(f.size, 1) for _, f in files)
+    target = max(1, min(TASK_BYTES, total // max(1, parallelism)))
+    tasks: list[list[tuple[int, LandedFile]]] = [[]]
+    filled = 0
+    for item in files:
+        size = max(item[1].size, 1)
+        if tasks[-1] and filled + size > target:
+            tasks.append([])
+            filled = 0
+        tasks[-1].append(item)
+        filled += size
+    return tasks
 
 
 def _read_hadoop(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame:
@@ -191,7 +219,8 @@ def _read_hadoop(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame
 
 
 def _read_python(spark: SparkSession, files: list[tuple[int, LandedFile]]) -> DataFrame:
-    """Gzipped files and S3 objects through Arrow-batched Python workers, one task per file."""
+    """Small files, gzipped files and S3 objects through Arrow-batched Python workers, packed
+    into tasks of about :data:`TASK_BYTES`."""
     # The driver's S3 endpoint and credentials travel inside the task's function (not in the plan's
     # rows or on a command line): executors may not share the driver's environment.
     s3 = S3Access.from_env()
@@ -199,11 +228,15 @@ def _read_python(spark: SparkSession, files: list[tuple[int, LandedFile]]) -> Da
     def lines_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _lines_batches(batches, s3)
 
-    rows = [
-        (i, f.uri, _etag(f.fingerprint) if f.uri.startswith("s3://") else None) for i, f in files
+    tasks = [
+        [(i, f.uri, _etag(f.fingerprint) if f.uri.startswith("s3://") else None) for i, f in group]
+        for group in _tasks(files, spark.sparkContext.defaultParallelism)
     ]
+    # parallelize splits a list into slices by position only: each task's files are one element,
+    # flattened inside its own partition.
     plan = spark.createDataFrame(
-        spark.sparkContext.parallelize(rows, len(rows)), "file_idx int, uri string, etag string"
+        spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(lambda task: task),
+        "file_idx int, uri string, etag string",
     )
     return plan.mapInArrow(lines_batches, LINES_SCHEMA)
 
