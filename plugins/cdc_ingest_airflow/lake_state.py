@@ -72,7 +72,7 @@ def has_new_files(config_path: str, pipeline_name: str) -> bool:
     work = pending(load_config(config_path), pipeline_name)
     if work.resumes_batch is not None:
         log.info(
-            "pipeline %s: batch %d was planned and awaits its commit: resuming it",
+            "pipeline %s: a planned batch awaits its commit: resuming it (batch %d)",
             pipeline_name,
             work.resumes_batch,
         )
