@@ -4,11 +4,10 @@ Per table, with Iceberg's Spark procedures:
 
 1. ``rewrite_data_files``: small data files merged, and data files carrying position deletes
    rewritten with the deletes applied (merge-on-read leaves one delete file per batch that
-   touched a file), and their delete files dropped. (Iceberg 1.10 can keep a delete file that
-   covered several rewritten files in the metadata; it points at no live file.)
+   touched a file), and their delete files dropped.
 2. ``rewrite_position_delete_files``, when position deletes remain after that: compacted,
-   dangling ones removed. (Iceberg 1.10 cannot run it on a table with a list column, as every
-   mirror has; such a table's summary says it was skipped.)
+   dangling ones removed (Iceberg 1.12 runs it on tables with list columns, as every mirror has
+   in ``_cdc_order``; 1.10 refused them).
 3. ``expire_snapshots``: snapshots older than ``maintenance.retain_snapshots`` (a duration; the
    current one is always kept) or beyond the last N (a count), and the files only they reference.
 4. ``remove_orphan_files``: files no snapshot references, older than
@@ -134,22 +133,10 @@ def _rewrite_position_deletes(
     spark: SparkSession, catalog: str, target: str, result: TableMaintenance
 ) -> int:
     """Compact the position deletes rewrite_data_files left; returns the delete files rewritten."""
-    try:
-        row = spark.sql(
-            f"CALL {catalog}.system.rewrite_position_delete_files(table => {target}, "
-            f"options => {_options(REWRITE_DELETES_OPTIONS)})"
-        ).first()
-    except Exception as exc:
-        # Iceberg 1.10 cannot read the position_deletes table of a table with a list column
-        # (every mirror has _cdc_order array<bigint>); the deletes stay until their data files are
-        # rewritten, which the next run's rewrite_data_files does.
-        if "Invalid partition field parent" not in str(exc):
-            raise
-        result.notes.append(
-            "rewrite_position_delete_files skipped: Iceberg 1.10 cannot read the position "
-            "deletes of a table with list columns"
-        )
-        return 0
+    row = spark.sql(
+        f"CALL {catalog}.system.rewrite_position_delete_files(table => {target}, "
+        f"options => {_options(REWRITE_DELETES_OPTIONS)})"
+    ).first()
     return int(row["rewritten_delete_files_count"]) if row is not None else 0
 
 
