@@ -72,8 +72,10 @@ lint: install
 test: lint
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=15 tests
 
+# QUICK=1: every scenario at a tenth of its size, for a quick check.
 bench: install
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench.py $(if $(QUICK),--messages 100000 --workdir bench-data/quick)
+	$(BIN)/python scripts/bench_shapes.py $(if $(QUICK),--quick)
 
 clean:
 	rm -rf demo bench-data .pytest_cache .mypy_cache .ruff_cache

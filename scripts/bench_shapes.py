@@ -1,0 +1,231 @@
+"""The shapes real streams have, each a CPU ratio measured in the same run (``make bench``).
+
+    .venv/bin/python scripts/bench_shapes.py [--quick] [--workdir DIR]
+
+- **many tables**: the same changes (inserts, then updates of half the keys) in 300 tables
+  against one table; target at most 1.5x.
+- **small files**: the same lines in 3,000 files of 20 lines against 10 files; target 1.5x.
+- **tiny batch**: a 10-line batch against a 100k-line batch; target 0.25x.
+- **nothing new**: ``cdc-ingest run`` with nothing pending, as a process: CPU seconds, and
+  whether it started a JVM (target: it does not).
+
+CPU is that of the whole process tree (this interpreter, Spark's JVM and its Python workers), so
+other load on the machine matters less than for wall time. ``--quick`` runs a tenth of each size.
+Every batch's summary must add up; the exit status is 1 only when one does not (never on a ratio:
+machines are noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "jobs") not in sys.path:
+    sys.path.insert(0, str(REPO / "jobs"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_phases import tree_cpu_seconds  # noqa: E402
+from cdc_ingest.config import load_config  # noqa: E402
+
+
+@dataclass
+class Shape:
+    """One scenario: its ratio (measured / reference CPU) and target."""
+
+    name: str
+    measured: str
+    reference: str
+    ratio: float
+    target: float
+    below: bool = True  # the ratio must be at most the target
+
+    def row(self) -> str:
+        met = self.ratio <= self.target if self.below else self.ratio >= self.target
+        return (
+            f"  {self.name:<14} {self.measured:<34} {self.reference:<30} "
+            f"{self.ratio:>6.2f}x  <= {self.target:.2f}x  {'met' if met else 'NOT met'}"
+        )
+
+
+def _change(table: str, op: str, key: int, version: int, ts: int) -> str:
+    before = None if op == "c" else {"id": key, "v": version - 1, "note": f"n{key}"}
+    after = {"id": key, "v": version, "note": f"n{key}"}
+    source = {"db": "shop", "table": table, "ts_ms": ts}
+    return json.dumps({"op": op, "ts_ms": ts, "before": before, "after": after, "source": source})
+
+
+def changes(total: int, tables: int) -> list[str]:
+    """``total`` Debezium JSON changes spread over ``tables`` tables: inserts, then updates of
+    half the keys."""
+    inserts = total * 2 // 3
+    lines = [_change(f"t{k % tables}", "c", k, 1, 1000 + k) for k in range(inserts)]
+    updated = range(0, 2 * (total - inserts), 2)
+    lines += [_change(f"t{k % tables}", "u", k, 2, 10_000_000 + k) for k in updated]
+    return lines
+
+
+def land(landing: Path, lines: list[str], files: int) -> None:
+    if landing.exists():
+        shutil.rmtree(landing)
+    landing.mkdir(parents=True)
+    per = -(-len(lines) // files)
+    for n in range(files):
+        chunk = lines[n * per : (n + 1) * per]
+        (landing / f"{n:05d}.json").write_text("".join(line + "\n" for line in chunk))
+
+
+def write_config(root: Path, landing: Path, catalog: str, tables: int) -> Path:
+    import yaml
+
+    doc = {
+        "catalog": {
+            "name": catalog,
+            "uri": f"sqlite:///{root / 'catalog.db'}",
+            "warehouse": (root / "warehouse").as_uri(),
+        },
+        "pipelines": [
+            {
+                "name": "shop",
+                "format": "debezium-json",
+                "landing": landing.as_uri(),
+                "namespace": "shop",
+                "keys": {f"t{i}": ["id"] for i in range(tables)},
+            }
+        ],
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "pipelines.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+class Runner:
+    """Batches on one Spark session, each into a fresh catalog."""
+
+    def __init__(self, workdir: Path) -> None:
+        from cdc_ingest.config import CatalogConfig
+        from cdc_ingest.spark_session import build_session
+
+        self.workdir = workdir
+        self.runs = 0
+        self.problems: list[str] = []
+        bootstrap = CatalogConfig("shapes", f"sqlite:///{workdir / 'boot.db'}", workdir.as_uri())
+        self.spark = build_session(bootstrap, app_name="cdc-ingest-bench-shapes")
+
+    def cpu_of_batch(self, lines: list[str], files: int, tables: int) -> float:
+        """CPU seconds of one batch of ``lines`` in ``files`` files, into a fresh catalog."""
+        from cdc_ingest.run.batch import run_pipeline
+
+        self.runs += 1
+        root = self.workdir / f"run{self.runs}"
+        land(root / "landing", lines, files)
+        config = load_config(write_config(root, root / "landing", f"shapes{self.runs}", tables))
+        cpu = tree_cpu_seconds()
+        summary = run_pipeline(self.spark, config, "shop")
+        spent = tree_cpu_seconds() - cpu
+        if summary.unaccounted() or summary.lines != len(lines) or summary.dead_lettered:
+            self.problems.append(f"run {self.runs}: {summary.render()}")
+        self.last_config = root / "pipelines.yaml"
+        return spent
+
+
+def nothing_new(config: Path) -> tuple[float, bool]:
+    """CPU seconds of ``cdc-ingest run`` with nothing pending, and whether a JVM ran."""
+    cli = str(Path(sys.executable).parent / "cdc-ingest")
+    usage_before = os.times()
+    env = {**os.environ, "JAVA_HOME": "/nonexistent-jvm"}
+    done = subprocess.run(
+        [cli, "run", "--config", str(config), "--pipeline", "shop"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    usage = os.times()
+    cpu = (usage.children_user - usage_before.children_user) + (
+        usage.children_system - usage_before.children_system
+    )
+    # With JAVA_HOME pointing nowhere, a run that needed Spark could not have succeeded.
+    return cpu, done.returncode == 0 and "nothing new" in done.stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of each size")
+    parser.add_argument("--workdir", type=Path, default=Path("bench-data/shapes"))
+    args = parser.parse_args(argv)
+    scale = 10 if args.quick else 1
+    if args.workdir.exists():
+        shutil.rmtree(args.workdir)
+    args.workdir.mkdir(parents=True)
+    runner = Runner(args.workdir.resolve())
+    shapes: list[Shape] = []
+    started = time.perf_counter()
+    try:
+        runner.cpu_of_batch(changes(1000, 1), 1, 1)  # JVM warm-up, not counted
+        total, tables = 100_000 // scale, 300 // scale
+        one = runner.cpu_of_batch(changes(total, 1), 10, 1)
+        many = runner.cpu_of_batch(changes(total, tables), 10, tables)
+        shapes.append(
+            Shape(
+                "many tables",
+                f"{total:,} changes, {tables} tables: {many:.1f} s",
+                f"1 table: {one:.1f} s",
+                many / one,
+                1.5,
+            )
+        )
+        lines = changes(60_000 // scale, 1)
+        ten = runner.cpu_of_batch(lines, 10, 1)
+        small = runner.cpu_of_batch(lines, 3000 // scale, 1)
+        shapes.append(
+            Shape(
+                "small files",
+                f"{len(lines):,} lines, {3000 // scale:,} files: {small:.1f} s",
+                f"10 files: {ten:.1f} s",
+                small / ten,
+                1.5,
+            )
+        )
+        tiny = runner.cpu_of_batch(changes(10, 1), 1, 1)
+        shapes.append(
+            Shape(
+                "tiny batch",
+                f"10 lines: {tiny:.1f} s",
+                f"{total:,} lines: {one:.1f} s",
+                tiny / one,
+                0.25,
+            )
+        )
+        idle_cpu, no_jvm = nothing_new(runner.last_config)
+        print(f"nothing new: {idle_cpu:.1f} CPU-s, {'no JVM' if no_jvm else 'started a JVM'}")
+        shapes.append(
+            Shape(
+                "nothing new",
+                f"cdc-ingest run: {idle_cpu:.1f} s",
+                f"10-line batch: {tiny:.1f} s",
+                idle_cpu / tiny,
+                0.25,
+            )
+        )
+    finally:
+        runner.spark.stop()
+    print(f"shapes ({'quick, ' if args.quick else ''}{time.perf_counter() - started:.0f} s):")
+    print(f"  {'shape':<14} {'measured (CPU)':<34} {'against (CPU)':<30} {'ratio':>7}  target")
+    for shape in shapes:
+        print(shape.row())
+    if runner.problems:
+        print("summaries that do not add up:", *runner.problems, sep="\n", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
