@@ -65,7 +65,8 @@ class SparkCluster:
         index = len(self.workers)
         work = self.root / f"worker-{index}"
         work.mkdir(parents=True, exist_ok=True)
-        alive_before = self._alive_workers(self.state())
+        # By id, not by count: a worker killed just before may still be counted alive.
+        alive_before = self._alive_ids(self.state())
         log = (self.root / f"worker-{index}.log").open("wb")
         worker = subprocess.Popen(
             [
@@ -89,12 +90,12 @@ class SparkCluster:
             start_new_session=True,
         )
         self.workers.append(worker)
-        self.wait_for("a new alive worker", lambda s: self._alive_workers(s) > alive_before)
+        self.wait_for("a new alive worker", lambda s: bool(self._alive_ids(s) - alive_before))
         return worker
 
     @staticmethod
-    def _alive_workers(state: dict[str, Any]) -> int:
-        return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+    def _alive_ids(state: dict[str, Any]) -> set[str]:
+        return {w["id"] for w in state.get("workers", []) if w.get("state") == "ALIVE"}
 
     def kill_worker(self, worker: subprocess.Popen[bytes]) -> None:
         """kill -9 the worker and every executor it started (its process group)."""
