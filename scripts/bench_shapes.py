@@ -120,6 +120,7 @@ class Runner:
         self.workdir = workdir
         self.runs = 0
         self.problems: list[str] = []
+        self.last_config = workdir / "pipelines.yaml"  # the last batch's pipelines file
         bootstrap = CatalogConfig("shapes", f"sqlite:///{workdir / 'boot.db'}", workdir.as_uri())
         self.spark = build_session(bootstrap, app_name="cdc-ingest-bench-shapes")
 

@@ -19,7 +19,13 @@ from typing import Any
 from cdc_ingest.catalog.properties import scrub, secret_values
 from cdc_ingest.config import CatalogConfig, PipelineConfig, load_config
 from cdc_ingest.landing.zones import list_landed
-from cdc_ingest.state.lake import CatalogMissing, checkpoint_state, open_catalog, pending_work
+from cdc_ingest.state.lake import (
+    CatalogMissing,
+    checkpoint_state,
+    open_catalog,
+    pending_work,
+    pipeline_rows,
+)
 from cdc_ingest.state.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS
 
 from cdc_ingest_airflow.aws_connection import catalog_environment
@@ -129,22 +135,6 @@ def _landed(pipeline: PipelineConfig, status: PipelineStatus) -> list[str] | Non
         return None
 
 
-def _scan(
-    catalog: Any, namespace: str, table: str, row_filter: str, fields: tuple[str, ...]
-) -> list[dict[str, Any]]:
-    """Rows of a system table; empty if the table does not exist yet."""
-    from pyiceberg.exceptions import NoSuchTableError
-
-    try:
-        loaded = catalog.load_table((namespace, table))
-    except NoSuchTableError:
-        return []
-    rows: list[dict[str, Any]] = (
-        loaded.scan(row_filter=row_filter, selected_fields=fields).to_arrow().to_pylist()
-    )
-    return rows
-
-
 def _read_pipeline(
     catalog: Any,
     pipeline: PipelineConfig,
@@ -157,10 +147,12 @@ def _read_pipeline(
     status.namespace_exists = bool(catalog.namespace_exists(namespace))
     if not status.namespace_exists:
         status.problems.append(f"namespace {namespace} does not exist yet: no batch has run")
-    # Pipeline names are [a-z0-9_]+ (checked when the config loads): safe inside quotes.
-    mine = f"pipeline == '{pipeline.name}'"
+
+    def rows(table: str, fields: tuple[str, ...], where: str = "") -> list[dict[str, Any]]:
+        return pipeline_rows(catalog, namespace, table, pipeline.name, fields, where) or []
+
     checkpoints = (
-        _scan(catalog, namespace, CHECKPOINTS, mine, ("batch_id", "status", "file", "recorded_at"))
+        rows(CHECKPOINTS, ("batch_id", "status", "file", "recorded_at"))
         if status.namespace_exists
         else []
     )
@@ -178,7 +170,7 @@ def _read_pipeline(
         status.pending_files = work.files[:PENDING_LISTED]
     if not status.namespace_exists:
         return
-    batches = _scan(catalog, namespace, BATCHES, mine, BATCH_FIELDS)
+    batches = rows(BATCHES, BATCH_FIELDS)
     _batches(batches, status, now)
     existing = {ident[-1] for ident in catalog.list_tables(namespace)}
     for table in status.tables:
@@ -189,20 +181,15 @@ def _read_pipeline(
         status.problems.append(f"no tables yet: no batch of {pipeline.name} wrote a table")
     if status.last_batch is not None:
         oldest = status.last_batch.batch_id - DEAD_LETTER_BATCHES + 1
-        letters = _scan(
-            catalog,
-            namespace,
+        letters = rows(
             DEAD_LETTERS,
-            f"{mine} and batch_id >= {oldest}",
             ("batch_id", "file", "line", "target_table", "reason", "raw", "recorded_at"),
+            f"batch_id >= {oldest}",
         )
         letters.sort(key=lambda r: (-r["batch_id"], r["file"], r["line"] or 0))
         status.dead_letters = [_dead_letter(r) for r in letters[:RECENT_DEAD_LETTERS]]
-    ddl = _scan(
-        catalog,
-        namespace,
+    ddl = rows(
         DDL_HISTORY,
-        mine,
         ("batch_id", "file", "line", "target_table", "statement", "status", "detail", "event_time"),
     )
     ddl.sort(key=lambda r: (r["batch_id"], r["file"], r["line"] or 0), reverse=True)

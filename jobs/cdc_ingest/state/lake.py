@@ -185,9 +185,15 @@ def open_catalog(catalog: CatalogConfig, environ: Mapping[str, str] | None = Non
 
 
 def pipeline_rows(
-    catalog: Any, namespace: str, table: str, pipeline: str, fields: tuple[str, ...]
+    catalog: Any,
+    namespace: str,
+    table: str,
+    pipeline: str,
+    fields: tuple[str, ...],
+    where: str = "",
 ) -> list[dict[str, Any]] | None:
-    """A pipeline's rows of a system table (pyiceberg); None if the table does not exist yet."""
+    """A pipeline's rows of a system table (pyiceberg), optionally only those matching ``where``
+    (a pyiceberg row filter); None if the table does not exist yet."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
     try:
@@ -195,6 +201,7 @@ def pipeline_rows(
     except (NoSuchTableError, NoSuchNamespaceError):
         return None
     # Pipeline names are [a-z0-9_]+ (checked when the config loads): safe inside quotes.
-    scan = loaded.scan(row_filter=f"pipeline == '{pipeline}'", selected_fields=fields)
+    row_filter = f"pipeline == '{pipeline}'" + (f" and {where}" if where else "")
+    scan = loaded.scan(row_filter=row_filter, selected_fields=fields)
     rows: list[dict[str, Any]] = scan.to_arrow().to_pylist()
     return rows
