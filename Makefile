@@ -73,9 +73,14 @@ test: lint
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=15 tests
 
 # QUICK=1: every scenario at a tenth of its size, for a quick check.
+BENCH_RESULTS = bench-data/results.jsonl
+
 bench: install
-	$(BIN)/python scripts/bench.py $(if $(QUICK),--messages 100000 --workdir bench-data/quick)
-	$(BIN)/python scripts/bench_shapes.py $(if $(QUICK),--quick)
+	rm -f $(BENCH_RESULTS)
+	$(BIN)/python scripts/bench.py --results $(BENCH_RESULTS) $(if $(QUICK),--messages 100000 --workdir bench-data/quick)
+	$(BIN)/python scripts/bench_shapes.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
+	$(BIN)/python scripts/bench_steady.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
+	$(BIN)/python scripts/bench_table.py $(BENCH_RESULTS)
 
 clean:
 	rm -rf demo bench-data .pytest_cache .mypy_cache .ruff_cache

@@ -41,6 +41,7 @@ from cdc_ingest.state.summary import RunSummary  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_data import DEFAULT_SEED, Expected, prepare_data  # noqa: E402
 from bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
+from bench_table import Shape, save  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -226,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         help="pipeline runs into an s3:// warehouse on a loopback S3 server (moto), after the "
         "file:// ones (0: none)",
     )
+    parser.add_argument("--results", type=Path, help="append the scenario to this file")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("need --repeat >= 1")
@@ -309,6 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         f"(CPU time: {best[1] / best_base[1]:.2f}x; ratio of the medians: {median:.2f}x)"
     )
     print(f"target <= {TARGET_RATIO:.1f}x: {'PASS' if ratio <= TARGET_RATIO else 'FAIL'}")
+    fresh = Shape(
+        "fresh table",
+        f"{n:,} changes, best of {args.repeat}: {best[0]:.1f} s wall",
+        f"parse only: {best_base[0]:.1f} s wall",
+        ratio,
+        TARGET_RATIO,
+    )
+    save([fresh], args.results)
     print("stages of the best pipeline run:")
     print("\n".join(render_phases(best[3])))
     if s3_runs.walls:

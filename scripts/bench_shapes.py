@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,29 +32,8 @@ if str(REPO / "jobs") not in sys.path:
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_phases import tree_cpu_seconds  # noqa: E402
+from bench_table import HEADER, Shape, save  # noqa: E402
 from cdc_ingest.config import load_config  # noqa: E402
-
-
-@dataclass
-class Shape:
-    """One scenario: its ratio (measured / reference CPU) and target."""
-
-    name: str
-    measured: str
-    reference: str
-    ratio: float
-    target: float
-    # A target that is not a ratio (e.g. "no JVM"), and whether it is met.
-    other_target: tuple[str, bool] | None = None
-
-    def row(self) -> str:
-        target, met = f"<= {self.target:.2f}x", self.ratio <= self.target
-        if self.other_target is not None:
-            target, met = self.other_target
-        return (
-            f"  {self.name:<14} {self.measured:<34} {self.reference:<30} "
-            f"{self.ratio:>6.2f}x  {target:<8} {'met' if met else 'NOT met'}"
-        )
 
 
 def _change(table: str, op: str, key: int, version: int, ts: int) -> str:
@@ -164,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of each size")
     parser.add_argument("--workdir", type=Path, default=Path("bench-data/shapes"))
+    parser.add_argument("--results", type=Path, help="append the scenarios to this file")
     args = parser.parse_args(argv)
     scale = 10 if args.quick else 1
     if args.workdir.exists():
@@ -223,9 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         runner.spark.stop()
     print(f"shapes ({'quick, ' if args.quick else ''}{time.perf_counter() - started:.0f} s):")
-    print(f"  {'shape':<14} {'measured (CPU)':<34} {'against (CPU)':<30} {'ratio':>7}  target")
+    print(HEADER)
     for shape in shapes:
         print(shape.row())
+    save(shapes, args.results)
     if runner.problems:
         print("summaries that do not add up:", *runner.problems, sep="\n", file=sys.stderr)
         return 1

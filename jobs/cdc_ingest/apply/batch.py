@@ -19,6 +19,7 @@ from cdc_ingest.apply.segmented import TableContext, apply_with_ddl
 from cdc_ingest.apply.update_images import pair_before_halves
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.evolution import EVOLVE, ignored_rows
+from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.target import TargetInventory, prepare_target, table_keys
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
@@ -95,7 +96,7 @@ def apply_all_tables(
         batch.existing,
         decoder,
         batch.cached,
-        batch.resolved,
+        TypeInference(spark, batch.cached, batch.resolved, decoder),
         batch.batch_id,
         summary.resumed,
     )
@@ -194,8 +195,7 @@ def _apply_plain(
             ctx.existing,
             base,
             ctx.decoder,
-            ctx.cached,
-            ctx.resolved,
+            ctx.inference,
             evolve,
             ctx.batch_id,
         )

@@ -311,7 +311,8 @@ def apply_table(
     newest = newest_changes(
         typed.where(F.col("_type_error").isNull()), unsent if target.unavailable_values else None
     )
-    tombstones = _has_tombstones(spark, target)
+    with stage("probe tombstones"):
+        tombstones = _has_tombstones(spark, target)
     classified = classify(spark, newest, target, table_rows=not created, tombstones=tombstones)
     # Materialized by the count below, as rows (a local checkpoint costs less CPU than a columnar
     # cache) and with the lineage cut: the MERGE below changes the table this classification

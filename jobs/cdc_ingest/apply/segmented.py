@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from cdc_ingest.formats.base import Decoder
+    from cdc_ingest.schema.inference import TypeInference
 
 
 @dataclass
@@ -51,7 +52,7 @@ class TableContext:
     existing: set[str]
     decoder: Decoder
     cached: DataFrame
-    resolved: DataFrame
+    inference: TypeInference
     batch_id: int
     resumed: bool = False
 
@@ -202,8 +203,7 @@ def apply_with_ddl(
                 ctx.existing,
                 inventory,
                 ctx.decoder,
-                ctx.cached,
-                ctx.resolved,
+                ctx.inference,
                 batch_id=ctx.batch_id,
             )
             ctx.existing.add(name)

@@ -9,7 +9,8 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DDL, DELETE, DUPLICATE, NOOP, UPSERT
-from cdc_ingest.schema.target import TargetInventory, image_sample
+from cdc_ingest.schema.inference import image_sample
+from cdc_ingest.schema.target import TargetInventory
 from cdc_ingest.state.summary import RunSummary
 
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
-
 from cdc_ingest.contract import ColumnType, TypeHint
 from cdc_ingest.formats.base import Decoder
+from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.types import widens
+from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (
     SYSTEM_COLUMNS,
     TOMBSTONES,
@@ -28,10 +26,8 @@ from cdc_ingest.state.tables import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
-INFERENCE_SAMPLE = 10_000
-SAMPLE_COLUMN = "_cdc_sample"
 KEYS_PROPERTY = "cdc.keys"
 # Set when the source drops the table: the mirror is kept and no longer receives changes, until
 # the source creates a table of that name again.
@@ -89,88 +85,6 @@ class TargetInventory:
         self.columns += [n for n in names if n not in seen and not seen.add(n)]  # type: ignore[func-returns-value]
 
 
-def inferred_type(data_type: T.DataType) -> ColumnType:
-    """The column type for a type Spark's JSON inference found."""
-    if isinstance(data_type, T.LongType | T.IntegerType):
-        return ColumnType("bigint")
-    if isinstance(data_type, T.DoubleType | T.FloatType):
-        return ColumnType("double")
-    if isinstance(data_type, T.BooleanType):
-        return ColumnType("boolean")
-    if isinstance(data_type, T.DecimalType):
-        return ColumnType(f"decimal(38,{data_type.scale})")
-    return ColumnType("string")
-
-
-def image_sample() -> Column:
-    """The message text of the first lines of each file, kept with the cached batch for inference.
-
-    Inference needs the image as JSON (a map of strings no longer tells ``"1"`` from ``1``), and
-    re-parsing the batch for it would cost another full decode. The image is cut out of the text
-    only when types are inferred, and only for the lines inference takes.
-    """
-    return F.when(
-        F.col("_cdc_error").isNull() & (F.col("_cdc_line") <= INFERENCE_SAMPLE), F.col("value")
-    ).alias(SAMPLE_COLUMN)
-
-
-def _image_json(text: Column, decoder: Decoder) -> Column:
-    return F.coalesce(*[F.get_json_object(text, p) for p in decoder.image_json_paths])
-
-
-def _inferred(spark: SparkSession, sample: list[str], wanted: set[str]) -> dict[str, ColumnType]:
-    if not sample:
-        return {}
-    schema = spark.read.json(spark.sparkContext.parallelize(sample, 1)).schema
-    return {f.name: inferred_type(f.dataType) for f in schema.fields if f.name in wanted}
-
-
-def infer_types(
-    spark: SparkSession,
-    batch: DataFrame,
-    records: DataFrame,
-    decoder: Decoder,
-    target: str,
-    wanted: set[str],
-) -> dict[str, ColumnType]:
-    """Infer column types from a sample of row images, as Spark's JSON reader would.
-
-    Args:
-        spark: the session.
-        batch: the cached batch, with ``image_sample``'s column.
-        records: the decoded batch, re-parsed only for columns that first appear past the lines
-            the cached sample covers.
-        decoder: the batch's format.
-        target: the table.
-        wanted: the columns to type.
-    """
-    mine = (F.col("_cdc_target") == target) & F.col("_cdc_error").isNull()
-    image = _image_json(F.col(SAMPLE_COLUMN), decoder)
-    sample = [
-        r[0]
-        for r in batch.where(mine & F.col(SAMPLE_COLUMN).isNotNull())
-        .select(image)
-        .where(image.isNotNull())
-        .limit(INFERENCE_SAMPLE)
-        .collect()
-    ]
-    types = _inferred(spark, sample, wanted)
-    missing = sorted(wanted - set(types))
-    late = F.exists(F.map_keys("image"), lambda c: c.isin(*missing))
-    if missing and batch.where(mine & late).limit(1).count():
-        image = _image_json(F.col("value"), decoder)
-        more = [
-            r[0]
-            for r in records.where(mine & late)
-            .select(image)
-            .where(image.isNotNull())
-            .limit(INFERENCE_SAMPLE)
-            .collect()
-        ]
-        types = _inferred(spark, sample + more, wanted)
-    return types
-
-
 def _declared(hints: list[TypeHint]) -> tuple[dict[str, ColumnType], ColumnType | None]:
     declared: dict[str, ColumnType] = {}
     default = None
@@ -200,8 +114,7 @@ def prepare_target(
     existing_tables: set[str],
     inventory: TargetInventory,
     decoder: Decoder,
-    batch: DataFrame,
-    records: DataFrame,
+    inference: TypeInference,
     evolve: bool = True,
     batch_id: int | None = None,
 ) -> tuple[TargetTable, bool]:
@@ -210,7 +123,7 @@ def prepare_target(
     A table created here remembers the batch that created it (``CREATED_IN_PROPERTY``), so that
     a resumed batch still reports the tables its first attempt created.
 
-    ``batch`` and ``records`` are as for ``infer_types``. Without ``evolve`` an existing table
+    ``inference`` types columns nothing declares. Without ``evolve`` an existing table
     keeps its columns: values of columns it lacks are not applied.
     """
     identifier = qualified(catalog, namespace, inventory.name)
@@ -246,7 +159,8 @@ def prepare_target(
             types[name] = default
     undeclared = {c for c in new if c not in types}
     if undeclared:
-        inferred = infer_types(spark, batch, records, decoder, inventory.name, undeclared)
+        with stage("infer types"):
+            inferred = inference.types(inventory.name, undeclared)
         for name in new:
             if name in undeclared:
                 types[name] = inferred.get(name, ColumnType("string"))
@@ -256,7 +170,9 @@ def prepare_target(
         created_with = {KEYS_PROPERTY: ",".join(keys)}
         if batch_id is not None:
             created_with[CREATED_IN_PROPERTY] = str(batch_id)
-        if not create_target(spark, identifier, ordered, keys, created_with):
+        with stage("create table"):
+            won = create_target(spark, identifier, ordered, keys, created_with)
+        if not won:
             # Another writer created it since the run started: extend it like any existing table.
             existing_tables = {*existing_tables, inventory.name}
             return prepare_target(
@@ -266,8 +182,7 @@ def prepare_target(
                 existing_tables,
                 inventory,
                 decoder,
-                batch,
-                records,
+                inference,
                 evolve,
                 batch_id,
             )

@@ -1,0 +1,133 @@
+"""Column types inferred as Spark's JSON reader infers them, for every table of a batch at once.
+
+A column that neither the table nor the messages type is typed from a sample of its table's row
+images. A batch with hundreds of new tables would pay a sample query and a schema inference per
+table; instead the first request infers every table of the batch in one Spark job: each sampled
+image is wrapped as ``{"<table>": <image>}`` so that one JSON schema inference over all the
+samples types each table's columns in a struct of its own, from that table's images only. Only a
+column that first appears past the sampled lines costs a query of its own table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from cdc_ingest.contract import ColumnType
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdc_ingest.formats.base import Decoder
+
+INFERENCE_SAMPLE = 10_000
+SAMPLE_COLUMN = "_cdc_sample"
+
+
+def inferred_type(data_type: T.DataType) -> ColumnType:
+    """The column type for a type Spark's JSON inference found."""
+    if isinstance(data_type, T.LongType | T.IntegerType):
+        return ColumnType("bigint")
+    if isinstance(data_type, T.DoubleType | T.FloatType):
+        return ColumnType("double")
+    if isinstance(data_type, T.BooleanType):
+        return ColumnType("boolean")
+    if isinstance(data_type, T.DecimalType):
+        return ColumnType(f"decimal(38,{data_type.scale})")
+    return ColumnType("string")
+
+
+def image_sample() -> Column:
+    """The message text of the first lines of each file, kept with the cached batch for inference.
+
+    Inference needs the image as JSON (a map of strings no longer tells ``"1"`` from ``1``), and
+    re-parsing the batch for it would cost another full decode. The image is cut out of the text
+    only when types are inferred, and only for the lines inference takes.
+    """
+    return F.when(
+        F.col("_cdc_error").isNull() & (F.col("_cdc_line") <= INFERENCE_SAMPLE), F.col("value")
+    ).alias(SAMPLE_COLUMN)
+
+
+def _image_json(text: Column, decoder: Decoder) -> Column:
+    return F.coalesce(*[F.get_json_object(text, p) for p in decoder.image_json_paths])
+
+
+def _json_schema(spark: SparkSession, lines: DataFrame) -> T.StructType:
+    """The schema Spark's JSON reader infers over a one-column frame of JSON texts, in the JVM."""
+    jvm: Any = spark.sparkContext._jvm
+    texts = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
+    found = spark._jsparkSession.read().json(texts).schema().json()
+    schema = T._parse_datatype_json_string(found)
+    assert isinstance(schema, T.StructType)
+    return schema
+
+
+def _types(schema: T.StructType, wanted: set[str]) -> dict[str, ColumnType]:
+    return {f.name: inferred_type(f.dataType) for f in schema.fields if f.name in wanted}
+
+
+class TypeInference:
+    """Types inferred for the columns of a batch's tables; the batch-wide job runs on first use.
+
+    Args:
+        spark: the session.
+        batch: the cached batch, with ``image_sample``'s column.
+        records: the decoded batch, re-parsed only for columns that first appear past the lines
+            the cached sample covers.
+        decoder: the batch's format.
+    """
+
+    def __init__(
+        self, spark: SparkSession, batch: DataFrame, records: DataFrame, decoder: Decoder
+    ) -> None:
+        self.spark, self.batch, self.records, self.decoder = spark, batch, records, decoder
+        self._sampled: dict[str, T.StructType] | None = None
+
+    def types(self, target: str, wanted: set[str]) -> dict[str, ColumnType]:
+        """Inferred types of the ``wanted`` columns of ``target`` (those its images carry)."""
+        if self._sampled is None:
+            self._sampled = self._infer_all()
+        types = _types(self._sampled.get(target, T.StructType()), wanted)
+        missing = sorted(wanted - set(types))
+        if missing:
+            types |= self._late(target, missing)
+        return types
+
+    def _infer_all(self) -> dict[str, T.StructType]:
+        """Each table's image schema, from at most ``INFERENCE_SAMPLE`` images of each table."""
+        ok = F.col("_cdc_error").isNull() & F.col(SAMPLE_COLUMN).isNotNull()
+        image = _image_json(F.col(SAMPLE_COLUMN), self.decoder)
+        first = Window.partitionBy("_cdc_target").orderBy("_cdc_file_idx", "_cdc_line")
+        sample = (
+            self.batch.where(ok & F.col("_cdc_target").isNotNull())
+            .select("_cdc_target", "_cdc_file_idx", "_cdc_line", image.alias("image"))
+            .where(F.col("image").startswith("{"))
+            .withColumn("_n", F.row_number().over(first))
+            .where(F.col("_n") <= INFERENCE_SAMPLE)
+        )
+        # The table's name as a JSON string, quotes and backslashes escaped: ["name"] unwrapped.
+        name = F.regexp_replace(F.to_json(F.array("_cdc_target")), r"^\[|\]$", "")
+        wrapped = sample.select(
+            F.concat(F.lit("{"), name, F.lit(":"), F.col("image"), F.lit("}")).alias("value")
+        )
+        schema = _json_schema(self.spark, wrapped)
+        return {f.name: f.dataType for f in schema.fields if isinstance(f.dataType, T.StructType)}
+
+    def _late(self, target: str, missing: list[str]) -> dict[str, ColumnType]:
+        """Types of columns no sampled image of the table carries, from the images that do."""
+        mine = (F.col("_cdc_target") == target) & F.col("_cdc_error").isNull()
+        late = F.exists(F.map_keys("image"), lambda c: c.isin(*missing))
+        if not self.batch.where(mine & late).limit(1).count():
+            return {}
+        image = _image_json(F.col("value"), self.decoder)
+        texts = (
+            self.records.where(mine & late)
+            .select(image.alias("value"))
+            .where(F.col("value").isNotNull())
+            .limit(INFERENCE_SAMPLE)
+        )
+        return _types(_json_schema(self.spark, texts), set(missing))

@@ -1,0 +1,385 @@
+"""Steady state: changes into a mirror that already holds rows, then a long run of micro-batches.
+
+    .venv/bin/python scripts/bench_steady.py [--quick] [--workdir DIR]
+
+In one Spark session, each number the CPU seconds of the whole process tree:
+
+1. ``into 10M rows``: 1M Debezium changes (half updates, a quarter inserts, a quarter deletes)
+   applied by ``run_pipeline`` to a mirror already holding 10M rows (the MERGE path), against
+   - a parse-only baseline of the same files (``read.text`` + ``from_json`` + aggregate);
+   - a hand-written Spark job over a plain Iceberg table holding the same rows: parse, keep each
+     key's newest change, one ``MERGE INTO`` (no ordering guard, dead letters or checkpoints);
+   - pyiceberg's ``Table.upsert`` (plus ``Table.delete`` for the deletes) on a tenth of the rows
+     and changes, scaled by ten.
+2. ``50 batches``: 50 consecutive runs of 2,000 changes each; the last 10 against the first 10.
+3. ``after maintain``: one ``maintain`` of the pipeline, then every table of its namespace (mirror
+   and system tables): position-delete files left, data files, snapshots.
+
+``--quick``: a tenth of the rows and changes (the 50 batches keep their size).
+Exit status: 1 when a run's summary does not add up, else 0 (never on a ratio).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "jobs") not in sys.path:
+    sys.path.insert(0, str(REPO / "jobs"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_phases import tree_cpu_seconds  # noqa: E402
+from bench_table import HEADER, Shape, save  # noqa: E402
+from cdc_ingest.config import load_config  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CATALOG, NAMESPACE, TABLE = "steady", "shop", "orders"
+FILES = 10
+MICRO_BATCHES, MICRO_CHANGES = 50, 2000
+# What "bounded" means after maintain, per table: the retained snapshots, and a handful of files.
+RETAIN_SNAPSHOTS, MAX_DATA_FILES = 5, 8
+PARSE_SCHEMA = (
+    "op string, ts_ms bigint, before struct<id bigint, v bigint, note string>, "
+    "after struct<id bigint, v bigint, note string>, source map<string,string>"
+)
+
+
+def change(op: str, key: int, version: int, ts: int) -> str:
+    """One Debezium JSON change of ``shop.orders`` (no schema: its types are inferred)."""
+    before = None if op == "c" else {"id": key, "v": version - 1, "note": f"n{key}"}
+    after = None if op == "d" else {"id": key, "v": version, "note": f"n{key}-{version}"}
+    source = {"db": "shop", "table": TABLE, "ts_ms": ts}
+    return json.dumps({"op": op, "ts_ms": ts, "before": before, "after": after, "source": source})
+
+
+def steady_changes(rows: int, total: int, ts: int) -> list[str]:
+    """Half updates of held keys, a quarter inserts of new keys, a quarter deletes of held keys."""
+    updates, inserts = total // 2, total // 4
+    deletes = total - updates - inserts
+    lines = [change("u", k, 1, ts + k) for k in range(updates)]
+    lines += [change("d", updates + k, 1, ts + updates + k) for k in range(deletes)]
+    lines += [change("c", rows + k, 1, ts + total + k) for k in range(inserts)]
+    return lines
+
+
+def land(landing: Path, lines: list[str], files: int) -> None:
+    landing.mkdir(parents=True, exist_ok=True)
+    for f in range(files):
+        part = lines[f::files]
+        (landing / f"part-{f:03d}.json").write_text("\n".join(part) + "\n")
+
+
+class Steady:
+    """The pipeline, its catalog and the comparison tables, on one session."""
+
+    def __init__(self, workdir: Path, rows: int) -> None:
+        from cdc_ingest.config import CatalogConfig
+        from cdc_ingest.spark_session import build_session
+
+        self.workdir, self.rows = workdir, rows
+        self.catalog = CatalogConfig(
+            CATALOG, f"sqlite:///{workdir / 'catalog.db'}", (workdir / "warehouse").as_uri()
+        )
+        self.spark: SparkSession = build_session(self.catalog, app_name="cdc-ingest-bench-steady")
+        self.problems: list[str] = []
+        self.batches = 0
+        self.config_path = workdir / "pipelines.yaml"
+        doc = {
+            "catalog": {
+                "name": CATALOG,
+                "uri": self.catalog.uri,
+                "warehouse": self.catalog.warehouse,
+            },
+            "pipelines": [
+                {
+                    "name": "steady",
+                    "format": "debezium-json",
+                    "landing": (workdir / "landing").as_uri(),
+                    "namespace": NAMESPACE,
+                    "keys": {TABLE: ["id"]},
+                    "maintenance": {"retain_snapshots": RETAIN_SNAPSHOTS},
+                }
+            ],
+        }
+        self.config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        self.config = load_config(self.config_path)
+
+    @property
+    def mirror(self) -> str:
+        return f"{CATALOG}.{NAMESPACE}.{TABLE}"
+
+    def run(self, lines: list[str], expect: dict[str, int]) -> float:
+        """CPU seconds of one batch of ``lines``; its counts are checked against ``expect``."""
+        from cdc_ingest.run.batch import run_pipeline
+
+        self.batches += 1
+        land(self.workdir / "landing" / f"batch-{self.batches:03d}", lines, FILES)
+        cpu = tree_cpu_seconds()
+        summary = run_pipeline(self.spark, self.config, "steady")
+        spent = tree_cpu_seconds() - cpu
+        table = summary.tables.get(TABLE)
+        got = {k: getattr(table, k, None) for k in expect}
+        if summary.unaccounted() or summary.lines != len(lines) or got != expect:
+            self.problems.append(f"batch {self.batches}: {got} != {expect}: {summary.render()}")
+        return spent
+
+    def seed_mirror(self) -> None:
+        """The mirror holding keys 0 .. rows-1: created by a batch, filled by one INSERT."""
+        self.run([change("c", 0, 0, 1)], {"inserted": 1})
+        self.spark.sql(
+            f"INSERT INTO {self.mirror} SELECT id, 0L, concat('n', id), array(0L), 'r', 0L "
+            f"FROM range(1, {self.rows})"
+        )
+
+    def seed_hand_table(self) -> str:
+        """A plain Iceberg table with the mirror's rows and write properties."""
+        name = f"{CATALOG}.hand.{TABLE}"
+        props = {
+            r["key"]: r["value"]
+            for r in self.spark.sql(f"SHOW TBLPROPERTIES {self.mirror}").collect()
+            if r["key"].startswith("write.") or r["key"] == "format-version"
+        }
+        listed = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.hand")
+        self.spark.sql(
+            f"CREATE TABLE {name} (id bigint, v bigint, note string) USING iceberg "
+            f"TBLPROPERTIES ({listed})"
+        )
+        self.spark.sql(f"INSERT INTO {name} SELECT id, v, note FROM {self.mirror}")
+        return name
+
+    def baseline(self, landing: Path) -> float:
+        """CPU seconds to read and fully parse every line of ``landing``."""
+        from pyspark.sql import functions as F
+
+        cpu = tree_cpu_seconds()
+        parsed = F.from_json("value", PARSE_SCHEMA)
+        (
+            self.spark.read.text(str(landing))
+            .select(parsed.alias("m"))
+            .groupBy("m.op")
+            .agg(F.count(F.lit(1)), F.max("m.ts_ms"), F.sum("m.after.v"), F.sum("m.before.v"))
+            .collect()
+        )
+        return tree_cpu_seconds() - cpu
+
+    def hand_merge(self, landing: Path, table: str) -> float:
+        """CPU seconds of the job a user would write: parse, newest per key, one MERGE."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        cpu = tree_cpu_seconds()
+        m = F.from_json("value", PARSE_SCHEMA).alias("m")
+        parsed = (
+            self.spark.read.text(str(landing))
+            .select(m)
+            .select(
+                F.coalesce("m.after.id", "m.before.id").alias("id"),
+                F.col("m.after.v").alias("v"),
+                F.col("m.after.note").alias("note"),
+                F.col("m.op").alias("op"),
+                F.col("m.ts_ms").alias("ts"),
+            )
+        )
+        newest = Window.partitionBy("id").orderBy(F.col("ts").desc())
+        parsed.withColumn("_n", F.row_number().over(newest)).where(
+            "_n = 1"
+        ).createOrReplaceTempView("hand_changes")
+        self.spark.sql(
+            f"MERGE INTO {table} t USING hand_changes s ON t.id = s.id "
+            "WHEN MATCHED AND s.op = 'd' THEN DELETE "
+            "WHEN MATCHED THEN UPDATE SET v = s.v, note = s.note "
+            "WHEN NOT MATCHED AND s.op != 'd' THEN INSERT (id, v, note) VALUES (s.id, s.v, s.note)"
+        )
+        return tree_cpu_seconds() - cpu
+
+    def upsert(self, rows: int, lines: list[str]) -> float:
+        """CPU seconds of pyiceberg's upsert (and delete) of ``lines`` into ``rows`` rows."""
+        import pyarrow as pa
+        from cdc_ingest.state.lake import open_catalog
+        from pyiceberg.expressions import In
+        from pyiceberg.schema import Schema
+        from pyiceberg.types import LongType, NestedField, StringType
+
+        catalog = open_catalog(self.catalog)
+        catalog.create_namespace_if_not_exists("py")
+        schema = Schema(
+            NestedField(1, "id", LongType(), required=True),
+            NestedField(2, "v", LongType(), required=False),
+            NestedField(3, "note", StringType(), required=False),
+            identifier_field_ids=[1],
+        )
+        table = catalog.create_table(f"py.{TABLE}", schema)
+        arrow_schema = schema.as_arrow()
+        ids = pa.array(range(rows), pa.int64())
+        table.append(
+            pa.Table.from_arrays(
+                [ids, pa.array([0] * rows, pa.int64()), pa.array([f"n{i}" for i in range(rows)])],
+                schema=arrow_schema,
+            )
+        )
+        cpu = tree_cpu_seconds()
+        newest: dict[int, dict[str, Any]] = {}
+        for line in lines:
+            message = json.loads(line)
+            image = message["after"] or message["before"]
+            newest[image["id"]] = {"op": message["op"], **image}
+        kept = [r for r in newest.values() if r["op"] != "d"]
+        gone = [r["id"] for r in newest.values() if r["op"] == "d"]
+        table.upsert(
+            pa.Table.from_pylist(
+                [{"id": r["id"], "v": r["v"], "note": r["note"]} for r in kept], schema=arrow_schema
+            )
+        )
+        table.delete(In("id", gone))  # type: ignore[call-arg, arg-type]  # a pydantic init
+        return tree_cpu_seconds() - cpu
+
+    def micro_batches(self, first_key: int, start_ts: int) -> list[float]:
+        """CPU seconds of each of ``MICRO_BATCHES`` batches of ``MICRO_CHANGES`` changes, on held
+        keys from ``first_key`` on (none changed before) and fresh ones."""
+        spent: list[float] = []
+        quarter = MICRO_CHANGES // 4
+        ts = start_ts
+        for b in range(MICRO_BATCHES):
+            # Updates of held keys, deletes of others, inserts of fresh keys: none twice.
+            base = first_key + b * MICRO_CHANGES
+            lines = [change("u", base + k, 2, ts + k) for k in range(2 * quarter)]
+            lines += [
+                change("d", base + 2 * quarter + k, 2, ts + 2 * quarter + k) for k in range(quarter)
+            ]
+            lines += [
+                change("c", 10 * self.rows + base + k, 1, ts + 3 * quarter + k)
+                for k in range(quarter)
+            ]
+            ts += MICRO_CHANGES
+            expect = {"inserted": quarter, "updated": 2 * quarter, "deleted": quarter}
+            spent.append(self.run(lines, expect))
+        return spent
+
+    def metadata(self) -> dict[str, tuple[int, int, int]]:
+        """Per table of the namespace: (position-delete files, data files, snapshots)."""
+        found: dict[str, tuple[int, int, int]] = {}
+        for row in self.spark.sql(f"SHOW TABLES IN {CATALOG}.{NAMESPACE}").collect():
+            name = f"{CATALOG}.{NAMESPACE}.{row['tableName']}"
+            found[row["tableName"]] = (
+                self.spark.sql(f"SELECT * FROM {name}.delete_files").count(),
+                self.spark.sql(f"SELECT * FROM {name}.data_files").count(),
+                self.spark.sql(f"SELECT * FROM {name}.snapshots").count(),
+            )
+        return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the rows and changes")
+    parser.add_argument("--workdir", type=Path, default=Path("bench-data/steady"))
+    parser.add_argument("--results", type=Path, help="append the scenarios to this file")
+    args = parser.parse_args(argv)
+    scale = 10 if args.quick else 1
+    rows, total = 10_000_000 // scale, 1_000_000 // scale
+    if args.workdir.exists():
+        shutil.rmtree(args.workdir)
+    args.workdir.mkdir(parents=True)
+    workdir = args.workdir.resolve()
+    started = time.perf_counter()
+    bench = Steady(workdir, rows)
+    shapes: list[Shape] = []
+    try:
+        bench.seed_mirror()
+        hand = bench.seed_hand_table()
+        lines = steady_changes(rows, total, 1_000_000)
+        quarter = total // 4
+        ours = bench.run(lines, {"inserted": quarter, "updated": total // 2, "deleted": quarter})
+        landing = workdir / "landing" / f"batch-{bench.batches:03d}"
+        parse = bench.baseline(landing)
+        merge = bench.hand_merge(landing, hand)
+        upsert = bench.upsert(rows // 10, steady_changes(rows // 10, total // 10, 1_000_000)) * 10
+        label = f"{total:,} changes into {rows:,} rows"
+        shapes.append(
+            Shape(
+                "into a table",
+                f"{label}: {ours:.1f} s",
+                f"parse only: {parse:.1f} s",
+                ours / parse,
+                2.5,
+            )
+        )
+        shapes.append(
+            Shape(
+                "vs hand MERGE",
+                f"ours: {ours:.1f} s",
+                f"MERGE job: {merge:.1f} s",
+                ours / merge,
+                1.3,
+            )
+        )
+        shapes.append(
+            Shape(
+                "vs upsert",
+                f"ours: {ours:.1f} s",
+                f"pyiceberg x10: {upsert:.1f} s",
+                ours / upsert,
+                1.0,
+            )
+        )
+        spent = bench.micro_batches(total, 10_000_000)
+        first, last = sum(spent[:10]), sum(spent[-10:])
+        shapes.append(
+            Shape(
+                "50 batches",
+                f"last 10: {last:.1f} s",
+                f"first 10: {first:.1f} s",
+                last / first,
+                1.1,
+            )
+        )
+        from cdc_ingest.maintenance import maintain_pipeline
+
+        maintain_pipeline(bench.spark, bench.config, "steady")
+        tables = bench.metadata()
+        for name, (deletes, files, snapshots) in tables.items():
+            print(
+                f"  {name:<22} delete files {deletes:>3}  data files {files:>3}  "
+                f"snapshots {snapshots:>3}"
+            )
+        worst = (
+            max(d for d, _, _ in tables.values()),
+            max(f for _, f, _ in tables.values()),
+            max(s for _, _, s in tables.values()),
+        )
+        bounded = worst[0] == 0 and worst[1] <= MAX_DATA_FILES and worst[2] <= RETAIN_SNAPSHOTS
+        shapes.append(
+            Shape(
+                "after maintain",
+                f"most per table: {worst[0]} deletes, {worst[1]} files, {worst[2]} snaps",
+                f"{len(tables)} tables",
+                float(worst[0]),
+                0.0,
+                (f"0/{MAX_DATA_FILES}/{RETAIN_SNAPSHOTS}", bounded),
+            )
+        )
+    finally:
+        bench.spark.stop()
+    print(f"steady state ({'quick, ' if args.quick else ''}{time.perf_counter() - started:.0f} s):")
+    print(HEADER)
+    for shape in shapes:
+        print(shape.row())
+    save(shapes, args.results)
+    if bench.problems:
+        print("summaries that do not add up:", *bench.problems, sep="\n", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
