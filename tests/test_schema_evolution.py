@@ -85,6 +85,27 @@ def test_statements_take_effect_exactly_at_their_position_in_one_batch(lake):
     assert "orders: ALTER TABLE orders DROP COLUMN v1 -> applied: dropped v1" in rendered
 
 
+def test_a_delete_before_a_statement_still_stops_a_late_insert_after_it_in_one_batch(lake):
+    """The tombstone the first segment writes is seen by the next segment of the same batch."""
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [row("INSERT", {"id": 0, "v1": "zero"})])
+    lake.run("shop")
+    first = row("INSERT", {"id": 1, "v1": "one"})
+    late = row("INSERT", {"id": 1, "v1": "late"})
+    late["es"] = first["es"]  # sent before the delete, landed after it
+    lines = [
+        first,
+        row("DELETE", {"id": 1, "v1": "one"}),
+        ddl("ALTER TABLE orders ADD COLUMN v2 INT"),
+        late,
+    ]
+    lake.land("shop", "002.json", lines)
+    summary = lake.run("shop")
+
+    assert summary.tables["orders"].older == 1
+    assert lake.rows("orders") == [{"id": 0, "v1": "zero", "v2": None}]
+
+
 def test_rename_and_widen_columns_and_truncate_at_its_position(lake):
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", [row("INSERT", {"id": 1, "v1": "a", "price": "1.50"})])

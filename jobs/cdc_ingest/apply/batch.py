@@ -23,7 +23,7 @@ from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.target import TargetInventory, prepare_target, table_keys
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
-from cdc_ingest.state.tables import qualified
+from cdc_ingest.state.tables import TOMBSTONES, TombstoneIndex, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,6 +97,7 @@ def apply_all_tables(
         decoder,
         batch.cached,
         TypeInference(spark, batch.cached, batch.resolved, decoder),
+        TombstoneIndex(spark, qualified(batch.catalog, batch.namespace, TOMBSTONES)),
         batch.batch_id,
         summary.resumed,
     )
@@ -207,7 +208,14 @@ def _apply_plain(
         mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(base.name)))
     if target.keys:
         table_summary, bad = apply_table(
-            ctx.spark, mine, target, ctx.batch_id, rows, created, resumed=ctx.resumed
+            ctx.spark,
+            mine,
+            target,
+            ctx.batch_id,
+            rows,
+            created,
+            resumed=ctx.resumed,
+            tombstone_index=ctx.tombstone_index,
         )
     else:
         table_summary, bad = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows)

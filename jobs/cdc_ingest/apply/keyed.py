@@ -26,7 +26,7 @@ from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
-from cdc_ingest.state.tables import ORDER_COLUMN, holds_rows, quote
+from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,6 +40,10 @@ INSERT, UPDATE, DELETED, DELETED_ABSENT, SUPERSEDED, OLDER = (
     "older",
 )
 _views = itertools.count()
+# Up to this many changes to a table in a batch, classification finds the table's rows of their
+# keys through a broadcast of the keys (a few tens of MB on the driver) instead of shuffling the
+# whole table against them.
+BROADCAST_KEYS = 1_000_000
 # What a table's summary says about its changes (dead letters come from the batch, not the table).
 OUTCOMES = (
     "messages",
@@ -132,8 +136,19 @@ def newest_changes(good: DataFrame, unsent: list[str] | None = None) -> DataFram
     )
 
 
+def _on(left: str, right: str, keys: tuple[str, ...]) -> Column:
+    """Key equality between two aliasings of the key columns (``""`` for the columns as named)."""
+    pairs = [F.col(f"{left}{k}") == F.col(f"{right}{k}") for k in keys]
+    return functools.reduce(lambda a, b: a & b, pairs)
+
+
 def classify(
-    spark: SparkSession, newest: DataFrame, target: TargetTable, table_rows: bool, tombstones: bool
+    spark: SparkSession,
+    newest: DataFrame,
+    target: TargetTable,
+    table_rows: bool,
+    tombstones: bool,
+    few_keys: bool = False,
 ) -> DataFrame:
     """Each key's newest change marked with what applying it does (``_action``).
 
@@ -143,6 +158,8 @@ def classify(
         target: the table.
         table_rows: whether the table may hold rows (a table this run created holds none).
         tombstones: whether ``_cdc_tombstones`` may hold keys of this table.
+        few_keys: whether the batch's keys of the table are few enough to broadcast (see
+            ``BROADCAST_KEYS``).
     """
     joined = newest
     if table_rows:
@@ -150,10 +167,12 @@ def classify(
             *[F.col(k).alias(f"_t_{k}") for k in target.keys],
             F.col(ORDER_COLUMN).alias("_t_order"),
         )
-        on_key = functools.reduce(
-            lambda a, b: a & b, [F.col(k) == F.col(f"_t_{k}") for k in target.keys]
-        )
-        joined = joined.join(current, on_key, "left")
+        if few_keys:
+            # The table's rows of the batch's keys, found by streaming the table past a hash of
+            # those keys: a large table is read once and never shuffled.
+            wanted = newest.select(*[F.col(k).alias(f"_w_{k}") for k in target.keys])
+            current = current.join(F.broadcast(wanted), _on("_t_", "_w_", target.keys), "semi")
+        joined = joined.join(current, _on("", "_t_", target.keys), "left")
     else:
         joined = joined.withColumn("_t_order", F.lit(None).cast("array<bigint>"))
     if tombstones:
@@ -162,6 +181,9 @@ def classify(
             .where(F.col("target_table") == target.name)
             .select(F.col("key").alias("_d_key"), F.col(ORDER_COLUMN).alias("_d_order"))
         )
+        if few_keys:
+            wanted = F.broadcast(newest.select(F.col("_cdc_key").alias("_w_key")))
+            deleted = deleted.join(wanted, F.col("_d_key") == F.col("_w_key"), "semi")
         joined = joined.join(deleted, F.col("_cdc_key") == F.col("_d_key"), "left")
     else:
         joined = joined.withColumn("_d_order", F.lit(None).cast("array<bigint>"))
@@ -264,13 +286,6 @@ def _append(rows: DataFrame, identifier: str, batch_id: int) -> None:
     rows.writeTo(identifier).option("snapshot-property.cdc.batch-id", str(batch_id)).append()
 
 
-def _has_tombstones(spark: SparkSession, target: TargetTable) -> bool:
-    if not holds_rows(spark, target.tombstones):
-        return False
-    keys = spark.table(target.tombstones).where(F.col("target_table") == target.name)
-    return bool(keys.limit(1).count())
-
-
 def apply_table(
     spark: SparkSession,
     changes: DataFrame,
@@ -280,6 +295,7 @@ def apply_table(
     created: bool,
     part: str = "0",
     resumed: bool = False,
+    tombstone_index: TombstoneIndex | None = None,
 ) -> tuple[TableSummary, DataFrame]:
     """Apply this table's changes; returns its summary and its dead letters (typing errors).
 
@@ -297,6 +313,7 @@ def apply_table(
             CREATE, so only one writer can), which then holds no rows to compare with.
         part: which part of the batch's changes to the table (segments around DDL statements).
         resumed: whether the batch was started by an earlier run.
+        tombstone_index: the batch's index of tables with tombstones (default: probe them).
 
     Returns:
         The summary and a dead-letter frame with ``_cdc_file_idx``, ``_cdc_line``, ``reason``,
@@ -311,9 +328,17 @@ def apply_table(
     newest = newest_changes(
         typed.where(F.col("_type_error").isNull()), unsent if target.unavailable_values else None
     )
+    index = tombstone_index or TombstoneIndex(spark, target.tombstones)
     with stage("probe tombstones"):
-        tombstones = _has_tombstones(spark, target)
-    classified = classify(spark, newest, target, table_rows=not created, tombstones=tombstones)
+        tombstones = index.holds(target.name)
+    classified = classify(
+        spark,
+        newest,
+        target,
+        table_rows=not created,
+        tombstones=tombstones,
+        few_keys=rows <= BROADCAST_KEYS,
+    )
     # Materialized by the count below, as rows (a local checkpoint costs less CPU than a columnar
     # cache) and with the lineage cut: the MERGE below changes the table this classification
     # read, and a recomputation after it would classify against the new state.
@@ -364,6 +389,7 @@ def apply_table(
             else:
                 with stage("append first tombstones"):
                     _append_tombstones(classified, target, batch_id)
+            index.add(target.name)
     if earlier is not None:
         for name in (*OUTCOMES, "created"):
             setattr(summary, name, earlier.get(name, getattr(summary, name)))

@@ -33,7 +33,14 @@ from cdc_ingest.schema.target import (
     table_properties,
 )
 from cdc_ingest.state.summary import TableSummary
-from cdc_ingest.state.tables import TOMBSTONES, create_target, qualified, quote, sql_string
+from cdc_ingest.state.tables import (
+    TOMBSTONES,
+    TombstoneIndex,
+    create_target,
+    qualified,
+    quote,
+    sql_string,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,6 +60,7 @@ class TableContext:
     decoder: Decoder
     cached: DataFrame
     inference: TypeInference
+    tombstone_index: TombstoneIndex
     batch_id: int
     resumed: bool = False
 
@@ -148,6 +156,7 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
         ctx.spark.sql(
             f"UPDATE {tombstones} SET target_table = '{new}' WHERE target_table = '{name}'"
         )
+        ctx.tombstone_index.rename(name, new)
         ctx.existing.discard(name)
         ctx.existing.add(new)
         event.status, event.detail = APPLIED, detail
@@ -222,6 +231,7 @@ def apply_with_ddl(
                     created,
                     part=str(index),
                     resumed=ctx.resumed,
+                    tombstone_index=ctx.tombstone_index,
                 )
             else:
                 part, errors = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows, index)

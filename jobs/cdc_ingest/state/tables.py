@@ -179,3 +179,35 @@ def holds_rows(spark: SparkSession, identifier: str) -> bool:
     if snapshot is None:
         return False
     return str(snapshot.summary().get("total-records")) != "0"
+
+
+class TombstoneIndex:
+    """The tables that may have keys in a namespace's ``_cdc_tombstones``, read once per batch.
+
+    A batch of hundreds of tables would otherwise probe the tombstones once per table. The index
+    may list a table whose tombstones are gone (a later probe then joins with nothing), never the
+    reverse: every write of tombstones, and every rename of their table, is added to it.
+    """
+
+    def __init__(self, spark: SparkSession, identifier: str) -> None:
+        self.spark, self.identifier = spark, identifier
+        self._tables: set[str] | None = None
+
+    def holds(self, table: str) -> bool:
+        """Whether ``table`` may have tombstones."""
+        if self._tables is None:
+            self._tables = set()
+            if holds_rows(self.spark, self.identifier):
+                found = self.spark.table(self.identifier).select("target_table").distinct()
+                self._tables = {r["target_table"] for r in found.collect()}
+        return table in self._tables
+
+    def add(self, table: str) -> None:
+        """``table`` has tombstones now."""
+        if self._tables is not None:
+            self._tables.add(table)
+
+    def rename(self, table: str, new: str) -> None:
+        """``table``'s tombstones are ``new``'s now."""
+        if self.holds(table):
+            self.add(new)
