@@ -40,10 +40,6 @@ INSERT, UPDATE, DELETED, DELETED_ABSENT, SUPERSEDED, OLDER = (
     "older",
 )
 _views = itertools.count()
-# Up to this many changes to a table in a batch, classification finds the table's rows of their
-# keys through a broadcast of the keys (a few tens of MB on the driver) instead of shuffling the
-# whole table against them.
-BROADCAST_KEYS = 1_000_000
 # What a table's summary says about its changes (dead letters come from the batch, not the table).
 OUTCOMES = (
     "messages",
@@ -136,19 +132,12 @@ def newest_changes(good: DataFrame, unsent: list[str] | None = None) -> DataFram
     )
 
 
-def _on(left: str, right: str, keys: tuple[str, ...]) -> Column:
-    """Key equality between two aliasings of the key columns (``""`` for the columns as named)."""
-    pairs = [F.col(f"{left}{k}") == F.col(f"{right}{k}") for k in keys]
-    return functools.reduce(lambda a, b: a & b, pairs)
-
-
 def classify(
     spark: SparkSession,
     newest: DataFrame,
     target: TargetTable,
     table_rows: bool,
     tombstones: bool,
-    few_keys: bool = False,
 ) -> DataFrame:
     """Each key's newest change marked with what applying it does (``_action``).
 
@@ -158,8 +147,6 @@ def classify(
         target: the table.
         table_rows: whether the table may hold rows (a table this run created holds none).
         tombstones: whether ``_cdc_tombstones`` may hold keys of this table.
-        few_keys: whether the batch's keys of the table are few enough to broadcast (see
-            ``BROADCAST_KEYS``).
     """
     joined = newest
     if table_rows:
@@ -167,12 +154,10 @@ def classify(
             *[F.col(k).alias(f"_t_{k}") for k in target.keys],
             F.col(ORDER_COLUMN).alias("_t_order"),
         )
-        if few_keys:
-            # The table's rows of the batch's keys, found by streaming the table past a hash of
-            # those keys: a large table is read once and never shuffled.
-            wanted = newest.select(*[F.col(k).alias(f"_w_{k}") for k in target.keys])
-            current = current.join(F.broadcast(wanted), _on("_t_", "_w_", target.keys), "semi")
-        joined = joined.join(current, _on("", "_t_", target.keys), "left")
+        on_key = functools.reduce(
+            lambda a, b: a & b, [F.col(k) == F.col(f"_t_{k}") for k in target.keys]
+        )
+        joined = joined.join(current, on_key, "left")
     else:
         joined = joined.withColumn("_t_order", F.lit(None).cast("array<bigint>"))
     if tombstones:
@@ -181,9 +166,6 @@ def classify(
             .where(F.col("target_table") == target.name)
             .select(F.col("key").alias("_d_key"), F.col(ORDER_COLUMN).alias("_d_order"))
         )
-        if few_keys:
-            wanted = F.broadcast(newest.select(F.col("_cdc_key").alias("_w_key")))
-            deleted = deleted.join(wanted, F.col("_d_key") == F.col("_w_key"), "semi")
         joined = joined.join(deleted, F.col("_cdc_key") == F.col("_d_key"), "left")
     else:
         joined = joined.withColumn("_d_order", F.lit(None).cast("array<bigint>"))
@@ -337,7 +319,6 @@ def apply_table(
         target,
         table_rows=not created,
         tombstones=tombstones,
-        few_keys=rows <= BROADCAST_KEYS,
     )
     # Materialized by the count below, as rows (a local checkpoint costs less CPU than a columnar
     # cache) and with the lineage cut: the MERGE below changes the table this classification
