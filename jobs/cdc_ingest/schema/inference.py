@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column, Window
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -98,16 +98,47 @@ class TypeInference:
         return types
 
     def _infer_all(self) -> dict[str, T.StructType]:
-        """Each table's image schema, from at most ``INFERENCE_SAMPLE`` images of each table."""
+        """Each table's image schema, from its first sampled images (at least ``INFERENCE_SAMPLE``).
+
+        A window numbering each table's images would sort every sampled line of the batch (up to
+        ``INFERENCE_SAMPLE`` per file); instead a small count per table and file picks, per table,
+        the first files (in batch order) that hold enough of its images, and all of their sampled
+        images are taken: the same deterministic choice for every run of the batch, at most one
+        file's share more than the sample size, and no sort.
+        """
         ok = F.col("_cdc_error").isNull() & F.col(SAMPLE_COLUMN).isNotNull()
+        candidates = self.batch.where(ok & F.col("_cdc_target").isNotNull())
+        counts = (
+            candidates.groupBy("_cdc_target", "_cdc_file_idx")
+            .agg(F.count(F.lit(1)).alias("n"))
+            .collect()
+        )
+        per_table: dict[str, list[tuple[int, int]]] = {}
+        for row in counts:
+            per_table.setdefault(row["_cdc_target"], []).append((row["_cdc_file_idx"], row["n"]))
+        whole: list[str] = []  # tables with fewer sampled images than the sample size
+        partial: list[Column] = []
+        for table, files in sorted(per_table.items()):
+            taken = 0
+            for file_idx, n in sorted(files):
+                taken += n
+                if taken >= INFERENCE_SAMPLE:
+                    partial.append(
+                        (F.col("_cdc_target") == table) & (F.col("_cdc_file_idx") <= file_idx)
+                    )
+                    break
+            else:
+                whole.append(table)
+        if not per_table:
+            return {}
         image = _image_json(F.col(SAMPLE_COLUMN), self.decoder)
-        first = Window.partitionBy("_cdc_target").orderBy("_cdc_file_idx", "_cdc_line")
+        picked = F.col("_cdc_target").isin(*whole) if whole else F.lit(False)
+        for condition in partial:
+            picked = picked | condition
         sample = (
-            self.batch.where(ok & F.col("_cdc_target").isNotNull())
-            .select("_cdc_target", "_cdc_file_idx", "_cdc_line", image.alias("image"))
+            candidates.where(picked)
+            .select("_cdc_target", image.alias("image"))
             .where(F.col("image").startswith("{"))
-            .withColumn("_n", F.row_number().over(first))
-            .where(F.col("_n") <= INFERENCE_SAMPLE)
         )
         # The table's name as a JSON string, quotes and backslashes escaped: ["name"] unwrapped.
         name = F.regexp_replace(F.to_json(F.array("_cdc_target")), r"^\[|\]$", "")
