@@ -83,7 +83,9 @@ def paimon_files(names: list[str]) -> list[Path]:
 
 def assert_paimon_table(lake: Lake, table: str, row_type: dict, printed: list[str], keys) -> None:
     types = {f.name: f.dataType.simpleString() for f in lake.table(table).schema.fields}
-    assert {c: types.get(c) for c in row_type} == {c: paimon_type(t) for c, t in row_type.items()}
+    assert {c: types.get(c) for c in row_type} == {
+        c: COMPUTED_TYPES.get(c) or paimon_type(t) for c, t in row_type.items()
+    }
     assert_table(lake, table, paimon_rows(printed, row_type), tuple(keys))
 
 
@@ -115,30 +117,42 @@ def test_paimon_event_steps_leave_the_expected_table(paimon_event, step):
     assert_paimon_table(lake, f"event_step{step}", doc["row_type"], printed, ["_id"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ignore-delete=true is a Paimon table option (DELETEs dropped); cdc-ingest always "
-    "applies Canal DELETEs",
-)
-def test_paimon_event_with_ignore_delete_keeps_deleted_rows(paimon_event):
-    doc, lake, _ = paimon_event
-    last = doc["steps"][-1]
-    assert last["rows_ignore_delete_true"] == "unchanged from previous step"
+def test_paimon_event_with_ignore_delete_keeps_deleted_rows(spark, tmp_path_factory):
+    """ignore-delete=true: Paimon drops DELETEs; here ``deletes: ignore`` counts and skips them."""
+    doc = expected(PAIMON / "canal-table-event.expected.json")
+    lake = Lake(root=tmp_path_factory.mktemp("paimon_keep"), spark=spark, catalog="canal_keep")
+    lake.add_pipeline("event", "canal-json", table="event", deletes="ignore")
+    files = paimon_files([name for step in doc["steps"] for name in step["after_files"]])
+    for index, path in enumerate(files):
+        lake.land("event", f"{index:02d}-{path.name}", json_lines(path))
+        last = lake.run("event")
+    assert doc["steps"][-1]["rows_ignore_delete_true"] == "unchanged from previous step"
+    # The last file holds one DELETE (of _id 1): counted, not applied.
+    counts = last.tables["event"]
+    assert (counts.messages, counts.deleted, counts.deletes_ignored) == (1, 0, 1)
+    assert "deletes ignored 1" in last.render()
     printed = doc["steps"][-2]["rows"]
     assert_paimon_table(lake, "event", doc["row_type"], printed, ["_id"])
 
 
-MISC_XFAIL = {
-    "testSynchronizeIncompleteJson": "messages carry only data and type (no database/table/"
-    "mysqlType): canal-json dead-letters them ('message names no table'); Paimon names the "
-    "target table in the sync action and types every column STRING",
-    "testTypeMappingToString": "type_mapping=to-string is a Paimon sync-action option; "
-    "canal-json types columns by mysqlType (INT -> bigint)",
-    "testComputedColumn": "the _year=year(_date) computed column (and key) is a Paimon "
-    "sync-action option; canal-json mirrors the source columns only",
-    "testSyncWithInitialEmptyTopic": "Paimon pre-creates the table with a computed _year column; "
-    "canal-json mirrors the source columns only",
+# Paimon's sync-action options of a case, as the table options of its table (partition_keys ->
+# partition_by, computed -> computed_columns, type_mapping). Paimon also keys testComputedColumn's
+# table by the computed _year; here keys are source columns, so the key stays _id.
+MISC_OPTIONS: dict[str, dict[str, Any]] = {
+    "testStarUpOptionEarliest/Group": {"partition_by": ["pt"]},
+    "testTypeMappingToString": {"type_mapping": "to-string"},
+    "testComputedColumn": {
+        "computed_columns": {"_year": "year(_date)"},
+        "partition_by": ["_year"],
+    },
+    # Paimon pre-creates this table with the computed _year; the message adds v.
+    "testSyncWithInitialEmptyTopic": {"computed_columns": {"_year": "year(_date)"}},
 }
+# Spark's year() is an int (Paimon's INT; a source INT column is a bigint here).
+COMPUTED_TYPES = {"_year": "int"}
+# Messages that name no table (only data and type), bound to one table as Paimon's table sync
+# binds them: a pipeline whose table: names one table.
+BOUND = {"testSynchronizeIncompleteJson": "incomplete_json"}
 MISC_SKIP = {
     "testAllTypes": "its expected rows are only in the Java test, not vendored here",
 }
@@ -152,21 +166,27 @@ def paimon_misc(spark, tmp_path_factory):
     doc = expected(PAIMON / "canal-table-misc.expected.json")
     lake = Lake(root=tmp_path_factory.mktemp("paimon_misc"), spark=spark, catalog="canal_misc")
     cases = {c["name"]: c for c in doc["cases"] if c["name"] not in MISC_SKIP}
-    tables, keys, later = {}, {}, []
+    tables, keys, later, options = {}, {}, [], {}
     for index, (name, case) in enumerate(cases.items()):
         files = paimon_files(case["files"])
         messages = [json.loads(line) for path in files for line in json_lines(path)]
-        tables[name] = messages[0].get("table")
+        tables[name] = messages[0].get("table") or BOUND.get(name)
+        computed = MISC_OPTIONS.get(name, {}).get("computed_columns", {})
         primary_keys = case.get("config", {}).get("primary_keys")
         if isinstance(primary_keys, list) and tables[name]:
-            keys[tables[name]] = primary_keys
+            keys[tables[name]] = [k for k in primary_keys if k not in computed]
+        if name in MISC_OPTIONS:
+            options[tables[name]] = MISC_OPTIONS[name]
         for path in files:
             landed = (f"{index:02d}-{path.parent.name}-{path.name}", json_lines(path))
             if name == STEPWISE and path != files[0]:
                 later.append(landed)
             else:
-                lake.land("misc", *landed)
-    lake.add_pipeline("misc", "canal-json", keys=keys)
+                lake.land("bound" if name in BOUND else "misc", *landed)
+    lake.add_pipeline("misc", "canal-json", keys=keys, table_options=options)
+    [bound] = BOUND.values()
+    lake.add_pipeline("bound", "canal-json", table=bound, keys={bound: keys[bound]})
+    lake.run("bound")
     first = lake.run("misc")
     stepwise = tables[STEPWISE]
     lake.spark.sql(
@@ -185,8 +205,6 @@ def misc_cases() -> list[Any]:
     params = []
     for name in names:
         marks = []
-        if name in MISC_XFAIL:
-            marks.append(pytest.mark.xfail(strict=True, reason=MISC_XFAIL[name]))
         if name in MISC_SKIP:
             marks.append(pytest.mark.skip(reason=MISC_SKIP[name]))
         params.append(pytest.param(name, marks=marks))

@@ -26,6 +26,11 @@ from cdc_ingest.maintenance_config import (
     MaintenanceConfigError,
     parse_maintenance,
 )
+from cdc_ingest.table_options import (
+    PipelineTableOptions,
+    TableOptionsError,
+    parse_table_options,
+)
 
 PIPELINE_NAME = re.compile(r"^[a-z0-9_]+$")
 ENVELOPES = ("none", "kafka")
@@ -44,6 +49,9 @@ PIPELINE_KEYS = (
     "landed_at",
     "aws_conn_id",
     "maintenance",
+    "table_options",
+    "deletes",
+    "type_mapping",
 )
 SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 
@@ -82,6 +90,15 @@ class PipelineConfig:
     # An Airflow AWS connection for an s3:// landing zone; resolved by the Airflow tasks.
     aws_conn_id: str | None = None
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+    # How each target table is shaped (table_options, deletes, type_mapping).
+    tables: PipelineTableOptions = field(default_factory=PipelineTableOptions)
+
+    @property
+    def bound_table(self) -> str | None:
+        """The one target table of a ``table:`` without placeholders (then messages that name no
+        table go there too), else None."""
+        # Sanitized as target_name sanitizes a template's literal text.
+        return None if "{" in self.table else re.sub(r"[^a-z0-9_]", "_", self.table.lower())
 
     def keys_for(self, db: str | None, schema: str | None, table: str | None) -> tuple[str, ...]:
         """Configured key columns for a source table, most qualified name first."""
@@ -189,6 +206,10 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         maintenance = parse_maintenance(raw.get("maintenance"))
     except MaintenanceConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    try:
+        tables = parse_table_options(raw, where)
+    except TableOptionsError as exc:
+        raise ConfigError(str(exc)) from None
     return PipelineConfig(
         name=name,
         format=fmt,
@@ -204,6 +225,7 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         landed_at=landed_at,
         aws_conn_id=aws_conn_id,
         maintenance=maintenance,
+        tables=tables,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.keyed import typed_changes, typing_errors
@@ -16,6 +17,7 @@ from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import ORDER_COLUMN
+from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -71,7 +73,14 @@ def apply_append_only(
     )
     part = f"{batch_id}:{segment}"
     if appended and not _already_appended(spark, target, part):
-        columns = [*target.columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
+        columns: list[str | Column] = [
+            *target.written_columns,
+            ORDER_COLUMN,
+            "_cdc_op",
+            "_cdc_batch_id",
+        ]
+        if target.deletes == "soft":
+            columns.append(F.lit(False).alias(DELETED_COLUMN))
         good = typed.where(F.col("_type_error").isNull() & (F.col("_cdc_kind") == UPSERT))
         (
             good.orderBy(ORDER_COLUMN)

@@ -24,6 +24,7 @@ from cdc_ingest.schema.target import TargetInventory, prepare_target, table_keys
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import TOMBSTONES, TombstoneIndex, qualified
+from cdc_ingest.table_options import TableDesignError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -76,7 +77,8 @@ def apply_all_tables(
     Tables with DDL in the batch come first, in stream order: a renamed table must be renamed
     before the rows that already carry its new name are applied.
     """
-    evolve = config.pipeline(pipeline_name).schema_changes == EVOLVE
+    pipeline = config.pipeline(pipeline_name)
+    evolve = pipeline.schema_changes == EVOLVE
     is_change = F.col("_cdc_error").isNull() & F.col("_cdc_kind").isin(UPSERT, DELETE)
     dead: list[DataFrame] = []
     changes = batch.cached.where(is_change)
@@ -100,6 +102,7 @@ def apply_all_tables(
         TombstoneIndex(spark, qualified(batch.catalog, batch.namespace, TOMBSTONES)),
         batch.batch_id,
         summary.resumed,
+        pipeline.tables,
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].position)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
@@ -128,10 +131,11 @@ def apply_all_tables(
                 if not evolve:
                     identifier = qualified(ctx.catalog, ctx.namespace, name)
                     summary.ignored_values += ignored_rows(spark, changes, name, identifier)
-        except AnalysisException as exc:
-            # The table's own fault (a mirror altered by hand, a name or type Spark refuses),
-            # as long as none of its changes were committed: its changes become dead letters
-            # with the reason, and the other tables of the batch flow.
+        except (AnalysisException, TableDesignError) as exc:
+            # The table's own fault (a mirror altered by hand, a name or type Spark refuses,
+            # table options that do not fit its columns), as long as none of its changes were
+            # committed: its changes become dead letters with the reason, and the other tables
+            # of the batch flow.
             if _committed_in_batch(spark, batch, name):
                 raise
             reason = f"table {name} could not be applied: {_first_line(exc)}"
@@ -199,6 +203,7 @@ def _apply_plain(
             ctx.inference,
             evolve,
             ctx.batch_id,
+            ctx.table_options.for_table(base.name),
         )
     ctx.existing.add(base.name)
     if target.source_dropped:
@@ -221,6 +226,7 @@ def _apply_plain(
         table_summary, bad = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows)
         table_summary.append_only = True
     table_summary.created = table_summary.created or created or target.created_in_batch
+    table_summary.design_changes += target.design_changes
     return table_summary, bad
 
 

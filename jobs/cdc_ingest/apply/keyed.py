@@ -27,6 +27,7 @@ from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex, quote
+from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,6 +51,7 @@ OUTCOMES = (
     "superseded",
     "older",
     "key_changes",
+    "deletes_ignored",
 )
 
 
@@ -78,7 +80,7 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
     for refused, why in target.refused_columns.items():
         errors.insert(0, F.when(F.array_contains(names, refused), F.lit(why)))
     moved = [MOVED_COLUMN] if MOVED_COLUMN in changes.columns else []
-    return changes.where(F.col("_cdc_target") == target.name).select(
+    frame = changes.where(F.col("_cdc_target") == target.name).select(
         *moved,
         "_cdc_file_idx",
         "_cdc_line",
@@ -92,6 +94,16 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
         F.lit(batch_id).cast("bigint").alias("_cdc_batch_id"),
         F.coalesce(*errors, F.lit(None).cast("string")).alias("_type_error"),
         *([F.array_compact(F.array(*kept)).alias(KEEP_COLUMN)] if kept else []),
+    )
+    if not target.computed:
+        return frame
+    # Computed over the typed source columns, so ``year(created_at)`` sees a date, not text.
+    return frame.select(
+        "*",
+        *[
+            F.expr(expression).cast(ctype.spark_type).alias(name)
+            for name, (expression, ctype) in target.computed.items()
+        ],
     )
 
 
@@ -149,10 +161,12 @@ def classify(
         tombstones: whether ``_cdc_tombstones`` may hold keys of this table.
     """
     joined = newest
+    soft = target.deletes == "soft"
     if table_rows:
         current = spark.table(target.identifier).select(
             *[F.col(k).alias(f"_t_{k}") for k in target.keys],
             F.col(ORDER_COLUMN).alias("_t_order"),
+            *([F.col(DELETED_COLUMN).alias("_t_deleted")] if soft else []),
         )
         on_key = functools.reduce(
             lambda a, b: a & b, [F.col(k) == F.col(f"_t_{k}") for k in target.keys]
@@ -160,6 +174,8 @@ def classify(
         joined = joined.join(current, on_key, "left")
     else:
         joined = joined.withColumn("_t_order", F.lit(None).cast("array<bigint>"))
+    if soft and "_t_deleted" not in joined.columns:
+        joined = joined.withColumn("_t_deleted", F.lit(None).cast("boolean"))
     if tombstones:
         deleted = (
             spark.table(target.tombstones)
@@ -171,11 +187,13 @@ def classify(
         joined = joined.withColumn("_d_order", F.lit(None).cast("array<bigint>"))
     order, kind = F.col(ORDER_COLUMN), F.col("_cdc_kind")
     exists = F.col("_t_order").isNotNull()
+    newer = exists & (order > F.col("_t_order"))
+    # A soft-deleted row is there but not live: a newer insert revives it (an insert), a newer
+    # delete only moves its order on (a delete of an absent key).
+    gone = newer & F.coalesce(F.col("_t_deleted"), F.lit(False)) if soft else F.lit(False)
     action = (
-        F.when(
-            exists & (order > F.col("_t_order")),
-            F.when(kind == DELETE, F.lit(DELETED)).otherwise(F.lit(UPDATE)),
-        )
+        F.when(gone, F.when(kind == DELETE, F.lit(DELETED_ABSENT)).otherwise(F.lit(INSERT)))
+        .when(newer, F.when(kind == DELETE, F.lit(DELETED)).otherwise(F.lit(UPDATE)))
         .when(exists, F.lit(OLDER))
         .when(F.col("_d_order").isNotNull() & (order <= F.col("_d_order")), F.lit(OLDER))
         .when(kind == UPSERT, F.lit(INSERT))
@@ -191,10 +209,13 @@ def _literal(text: str) -> str:
 
 
 def _merge_target(spark: SparkSession, classified: DataFrame, target: TargetTable) -> None:
-    columns = [*target.columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
+    columns = [*target.written_columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
+    soft = target.deletes == "soft"
     view = f"_cdc_merge_{next(_views)}"
     carried = [KEEP_COLUMN] if KEEP_COLUMN in classified.columns else []
-    classified.where(F.col("_action").isin(INSERT, UPDATE, DELETED)).select(
+    # With soft deletes, a delete of a soft-deleted row still moves its order on.
+    merged = (INSERT, UPDATE, DELETED, DELETED_ABSENT) if soft else (INSERT, UPDATE, DELETED)
+    classified.where(F.col("_action").isin(*merged)).select(
         *columns, "_action", *carried
     ).createOrReplaceTempView(view)
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.keys)
@@ -210,18 +231,38 @@ def _merge_target(spark: SparkSession, classified: DataFrame, target: TargetTabl
     )
     names = ", ".join(quote(c) for c in columns)
     values = ", ".join(f"s.{quote(c)}" for c in columns)
-    spark.sql(
-        f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
-        f"WHEN MATCHED AND s._action = '{DELETED}' AND {newer} THEN DELETE "
-        f"WHEN MATCHED AND s._action = '{UPDATE}' AND {newer} THEN UPDATE SET {sets} "
-        f"WHEN NOT MATCHED AND s._action = '{INSERT}' THEN INSERT ({names}) VALUES ({values})"
-    )
+    if soft:
+        flag = quote(DELETED_COLUMN)
+        marks = ", ".join(f"{c} = s.{c}" for c in (ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"))
+        spark.sql(
+            f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
+            f"WHEN MATCHED AND s._action IN ('{DELETED}', '{DELETED_ABSENT}') AND {newer} "
+            f"THEN UPDATE SET {flag} = true, {marks} "
+            f"WHEN MATCHED AND s._action IN ('{UPDATE}', '{INSERT}') AND {newer} "
+            f"THEN UPDATE SET {sets}, {flag} = false "
+            f"WHEN NOT MATCHED AND s._action = '{INSERT}' "
+            f"THEN INSERT ({names}, {flag}) VALUES ({values}, false)"
+        )
+    else:
+        spark.sql(
+            f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
+            f"WHEN MATCHED AND s._action = '{DELETED}' AND {newer} THEN DELETE "
+            f"WHEN MATCHED AND s._action = '{UPDATE}' AND {newer} THEN UPDATE SET {sets} "
+            f"WHEN NOT MATCHED AND s._action = '{INSERT}' THEN INSERT ({names}) VALUES ({values})"
+        )
     spark.catalog.dropTempView(view)
 
 
 def _append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
     """Insert into a table this run created: nothing to match, so no MERGE join or delete files."""
-    columns = [*target.columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
+    columns: list[Column | str] = [
+        *target.written_columns,
+        ORDER_COLUMN,
+        "_cdc_op",
+        "_cdc_batch_id",
+    ]
+    if target.deletes == "soft":
+        columns.append(F.lit(False).alias(DELETED_COLUMN))
     _append(
         classified.where(F.col("_action") == INSERT).select(*columns), target.identifier, batch_id
     )
@@ -307,9 +348,15 @@ def apply_table(
         changes = with_old_key_deletes(changes, target)
     typed = typed_changes(changes, target, batch_id)
     unsent = [c for c in target.columns if c not in target.keys]
-    newest = newest_changes(
-        typed.where(F.col("_type_error").isNull()), unsent if target.unavailable_values else None
-    )
+    usable = typed.where(F.col("_type_error").isNull())
+    ignored = 0
+    if target.deletes == "ignore":
+        # Skipped before the collapse: an ignored delete supersedes nothing.
+        is_delete = F.col("_cdc_kind") == DELETE
+        with stage("count ignored deletes"):
+            ignored = usable.where(is_delete).count()
+        usable = usable.where(~is_delete)
+    newest = newest_changes(usable, unsent if target.unavailable_values else None)
     index = tombstone_index or TombstoneIndex(spark, target.tombstones)
     with stage("probe tombstones"):
         tombstones = index.holds(target.name)
@@ -340,15 +387,16 @@ def apply_table(
         moved = typed.where(F.col(MOVED_COLUMN) & F.col("_type_error").isNull()).count()
     summary = TableSummary(
         table=target.name,
-        messages=good - moved,
+        messages=good + ignored - moved,
         key_changes=moved,
+        deletes_ignored=ignored,
         inserted=by_action.get(INSERT, 0),
         updated=by_action.get(UPDATE, 0),
         deleted=by_action.get(DELETED, 0),
         deleted_absent=by_action.get(DELETED_ABSENT, 0),
         superseded=good - sum(by_action.values()),
         older=by_action.get(OLDER, 0),
-        dead_lettered=rows - (good - moved),
+        dead_lettered=rows - (good + ignored - moved),
     )
     earlier = None
     if resumed:
@@ -356,7 +404,9 @@ def apply_table(
         earlier = earlier_counts(spark, identifiers, batch_id, target.name, part)
     outcome = {f: getattr(summary, f) for f in OUTCOMES} | {"created": created}
     with commit_properties(spark, counts_properties(batch_id, target.name, part, outcome)):
-        if summary.inserted or summary.updated or summary.deleted:
+        # A soft-deleted row's order moves on with every newer delete of its key.
+        moves_soft = target.deletes == "soft" and summary.deleted_absent and not created
+        if summary.inserted or summary.updated or summary.deleted or moves_soft:
             if created:
                 with stage("append to created table"):
                     _append_target(classified, target, batch_id)

@@ -7,7 +7,7 @@ adds (or no longer carries) are those of its own row images.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -16,6 +16,7 @@ from cdc_ingest.apply.append_only import apply_append_only
 from cdc_ingest.apply.commit_notes import DDL_OUTCOMES_PROPERTY, ddl_note, with_ddl_note
 from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.schema.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
+from cdc_ingest.schema.design import creation
 from cdc_ingest.schema.evolution import (
     APPLIED,
     SEGMENT,
@@ -41,6 +42,7 @@ from cdc_ingest.state.tables import (
     quote,
     sql_string,
 )
+from cdc_ingest.table_options import PipelineTableOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,6 +65,7 @@ class TableContext:
     tombstone_index: TombstoneIndex
     batch_id: int
     resumed: bool = False
+    table_options: PipelineTableOptions = field(default_factory=PipelineTableOptions)
 
 
 def _add(total: TableSummary, part: TableSummary) -> None:
@@ -70,6 +73,8 @@ def _add(total: TableSummary, part: TableSummary) -> None:
         value = getattr(part, f.name)
         if isinstance(value, bool):
             setattr(total, f.name, getattr(total, f.name) or value)
+        elif isinstance(value, list):
+            getattr(total, f.name).extend(value)
         elif isinstance(value, int):
             setattr(total, f.name, getattr(total, f.name) + value)
 
@@ -132,8 +137,18 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
         table_key = keys or change.keys
         detail = f"created with key {list(table_key)}"
         note = with_ddl_note({}, ctx.batch_id, event.position, APPLIED, detail)
+        design = creation(ctx.spark, ctx.table_options.for_table(name), change.columns)
         created = {KEYS_PROPERTY: ",".join(table_key), DDL_OUTCOMES_PROPERTY: note}
-        create_target(ctx.spark, identifier, change.columns, table_key, created)
+        create_target(
+            ctx.spark,
+            identifier,
+            change.columns,
+            table_key,
+            created | design.properties,
+            design.extra_columns,
+            design.partitioned_by,
+            design.write_order,
+        )
         ctx.existing.add(name)
         event.status, event.detail = APPLIED, detail
     elif change.action == RENAME_TABLE and event.renamed_to:
@@ -214,8 +229,10 @@ def apply_with_ddl(
                 ctx.decoder,
                 ctx.inference,
                 batch_id=ctx.batch_id,
+                options=ctx.table_options.for_table(name),
             )
             ctx.existing.add(name)
+            total.design_changes += target.design_changes
             if target.source_dropped:
                 _add(total, TableSummary(name, messages=rows, source_dropped=rows))
                 rows = 0

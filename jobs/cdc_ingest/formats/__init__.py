@@ -34,12 +34,15 @@ def format_names() -> tuple[str, ...]:
     return tuple(FORMATS)
 
 
-def load_decoder(name: str, options: dict[str, Any] | None = None) -> Decoder:
+def load_decoder(
+    name: str, options: dict[str, Any] | None = None, bound_table: str | None = None
+) -> Decoder:
     """An instance of the decoder registered under ``name``.
 
     Args:
         name: a registered format.
         options: the pipeline's format options, as :mod:`cdc_ingest.formats.options` parsed them.
+        bound_table: the pipeline's one target table, if its ``table:`` names one (see Decoder).
 
     Raises:
         KeyError: for an unregistered name, listing the registered ones.
@@ -56,5 +59,5 @@ def load_decoder(name: str, options: dict[str, Any] | None = None) -> Decoder:
             f"format {name!r} needs pyspark: install the package with its dependencies "
             f"(pip install cdc-ingest) ({exc})"
         ) from exc
-    decoder: Decoder = getattr(module, class_name)(options or {})
+    decoder: Decoder = getattr(module, class_name)(options or {}, bound_table)
     return decoder

@@ -44,9 +44,23 @@ class Decoder(ABC):
     #: row; its image is the row before, so that a pair whose key differs moves the row.
     before_half_ops: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, options: dict[str, Any] | None = None) -> None:
-        """Keep the pipeline's format options (see :mod:`cdc_ingest.formats.options`)."""
+    def __init__(
+        self, options: dict[str, Any] | None = None, bound_table: str | None = None
+    ) -> None:
+        """Keep the pipeline's format options (see :mod:`cdc_ingest.formats.options`).
+
+        ``bound_table``: the pipeline's one target table, when its ``table:`` has no placeholders
+        (as Flink's and Paimon's table-bound Canal sources): a message that names no table is
+        mirrored there instead of being dead-lettered.
+        """
         self.options: dict[str, Any] = dict(options or {})
+        self.bound_table = bound_table
+
+    def source_table(self, table: Column) -> Column:
+        """The message's table name, or the bound table for a message that names none."""
+        if self.bound_table is None:
+            return table
+        return F.coalesce(table, F.lit(self.bound_table))
 
     @abstractmethod
     def decode(self, records: DataFrame) -> DataFrame:

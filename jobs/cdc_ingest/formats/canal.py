@@ -83,7 +83,7 @@ class CanalDecoder(MessageDecoder):
             .when(is_ddl, F.lit(DDL))
             .otherwise(lookup(OPS, F.upper(op)))
         )
-        table = m.getField("table")
+        table = self.source_table(m.getField("table"))
         mysql_type, sql_type = m.getField("mysqlType"), m.getField("sqlType")
         hint = F.when(
             F.size(F.coalesce(mysql_type, F.create_map())) > 0,

@@ -76,14 +76,24 @@ INEXACT = "\u0001inexact:"
 _DOUBLE_RENDERING = r"^-?[0-9]+\.[0-9]+(E-?[0-9]+)?$"
 
 
+# How Spark renders the non-numeric number tokens (NaN, Infinity, -Infinity) it reads into a
+# string value: quoted, as Jackson writes them.
+QUOTED_NON_NUMERIC = ('"NaN"', '"Infinity"', '"-Infinity"')
+
+
 def mark_inexact_numbers(image: Column, message: Column) -> Column:
-    """``image`` with each number Spark could not keep digit for digit prefixed by ``INEXACT``."""
+    """``image`` with each number Spark could not keep digit for digit prefixed by ``INEXACT``,
+    and the non-numeric number tokens (``NaN``, ``Infinity``) as the text a double cast reads."""
 
     def mark(_: Column, v: Column) -> Column:
         suspect = ((F.length(v) >= 16) | v.contains("E")) & v.rlike(_DOUBLE_RENDERING)
         at = F.call_function("instr", message, v)
         after = message.substr(at + F.length(v), F.lit(1))
         verbatim = (at > 0) & ~after.rlike("[0-9eE]")
-        return F.when(suspect & ~verbatim, F.concat(F.lit(INEXACT), v)).otherwise(v)
+        return (
+            F.when(suspect & ~verbatim, F.concat(F.lit(INEXACT), v))
+            .when(v.isin(*QUOTED_NON_NUMERIC), F.regexp_replace(v, '"', ""))
+            .otherwise(v)
+        )
 
     return F.transform_values(image, mark)

@@ -121,7 +121,7 @@ class DataHubBlobDecoder(MessageDecoder):
         image = mark_inexact_numbers(
             F.when((kind == DELETE) | before_half, before).otherwise(after), text
         )
-        table = source.getItem("tableName")
+        table = self.source_table(source.getItem("tableName"))
         event_time = payload.getField("timestamp").getItem("eventTime").cast("bigint")
         # Full-sync rows carry eventTime -1 (Paimon's aliyun data): no source time, so no freshness.
         event_ms = F.when(event_time > 0, event_time)

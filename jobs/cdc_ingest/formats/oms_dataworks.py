@@ -66,7 +66,7 @@ class OmsDataWorksDecoder(MessageDecoder):
         before = payload.getField("before").getField("data")
         after = payload.getField("after").getField("data")
         image = mark_inexact_numbers(F.when(kind == DELETE, before).otherwise(after), value)
-        table = source.getItem("table")
+        table = self.source_table(source.getItem("table"))
         columns = schema.getField("column")
         types = F.map_from_entries(
             F.transform(

@@ -66,7 +66,7 @@ class OmsDefaultDecoder(MessageDecoder):
         record_type = m.getField("recordType")
         kind = lookup(OPS, F.upper(record_type))
         full = F.when(kind == DELETE, prev).otherwise(post)
-        table = meta.getItem("table_name")
+        table = self.source_table(meta.getItem("table_name"))
         primary_key = meta.getItem("record_primary_key")
         ddl = F.coalesce(post.getItem("ddl"), prev.getItem("ddl"))
         return Message(

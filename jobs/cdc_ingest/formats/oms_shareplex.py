@@ -47,7 +47,7 @@ class OmsSharePlexDecoder(MessageDecoder):
         image = mark_inexact_numbers(
             F.when(is_update, F.map_concat(untouched, data)).otherwise(data), value
         )
-        qualified = meta.getItem("table")
+        qualified = self.source_table(meta.getItem("table"))
         has_db = F.instr(qualified, ".") > 0
         table = F.when(has_db, F.substring_index(qualified, ".", -1)).otherwise(qualified)
         db = F.when(

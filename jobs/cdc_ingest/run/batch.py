@@ -139,7 +139,7 @@ def open_run(
     A run that writes makes sure the namespace's system tables exist; a dry run only looks.
     """
     pipeline = config.pipeline(pipeline_name)
-    decoder = load_decoder(pipeline.format, pipeline.options)
+    decoder = load_decoder(pipeline.format, pipeline.options, pipeline.bound_table)
     listing = list_landed(pipeline.landing)
     catalog = config.catalog.name
     configure_catalog(spark, config.catalog)

@@ -52,8 +52,14 @@ def image_sample() -> Column:
     ).alias(SAMPLE_COLUMN)
 
 
+# NaN and Infinity tokens (JSON's non-numeric numbers, which Spark's JSON reader accepts) as a
+# number that get_json_object, which refuses them, can read: inference only needs the type.
+_NON_NUMERIC_TOKEN = r"([:\[,]\s*)(?:NaN|[+-]?Infinity|[+-]INF)(?=\s*[,}\]])"
+
+
 def _image_json(text: Column, decoder: Decoder) -> Column:
-    return F.coalesce(*[F.get_json_object(text, p) for p in decoder.image_json_paths])
+    readable = F.regexp_replace(text, _NON_NUMERIC_TOKEN, "$10.0")
+    return F.coalesce(*[F.get_json_object(readable, p) for p in decoder.image_json_paths])
 
 
 def _json_schema(spark: SparkSession, lines: DataFrame) -> T.StructType:

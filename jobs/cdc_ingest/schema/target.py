@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from cdc_ingest.contract import ColumnType, TypeHint
 from cdc_ingest.formats.base import Decoder
+from cdc_ingest.schema.design import computed_types, creation, evolve_design
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.types import widens
 from cdc_ingest.stages import stage
@@ -24,6 +25,7 @@ from cdc_ingest.state.tables import (
     quote,
     table_columns,
 )
+from cdc_ingest.table_options import DELETED_COLUMN, TableOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,6 +66,17 @@ class TargetTable:
     moves_keys: bool = False
     # Created by this batch (by this run, or by an earlier attempt of the batch).
     created_in_batch: bool = False
+    # Computed columns (``table_options``): name -> (Spark SQL expression, type).
+    computed: dict[str, tuple[str, ColumnType]] = field(default_factory=dict)
+    # What deletes do: apply, ignore or soft (``table_options``).
+    deletes: str = "apply"
+    # What this batch changed in the table's design (partition spec, write order, properties).
+    design_changes: tuple[str, ...] = ()
+
+    @property
+    def written_columns(self) -> list[str]:
+        """The columns a change writes besides the ``_cdc_`` ones: source, then computed."""
+        return [*self.columns, *self.computed]
 
 
 @dataclass
@@ -117,6 +130,7 @@ def prepare_target(
     inference: TypeInference,
     evolve: bool = True,
     batch_id: int | None = None,
+    options: TableOptions | None = None,
 ) -> tuple[TargetTable, bool]:
     """Create or extend the target table; returns it and whether it was created.
 
@@ -124,8 +138,11 @@ def prepare_target(
     a resumed batch still reports the tables its first attempt created.
 
     ``inference`` types columns nothing declares. Without ``evolve`` an existing table
-    keeps its columns: values of columns it lacks are not applied.
+    keeps its columns: values of columns it lacks are not applied. ``options`` shape the table
+    (see :mod:`cdc_ingest.schema.design`).
     """
+    options = options or TableOptions()
+    computed_names = set(options.computed_columns)
     identifier = qualified(catalog, namespace, inventory.name)
     hints = [h for h in (decoder.type_hint(text) for text in inventory.hints) if h is not None]
     declared, default = _declared(hints)
@@ -133,11 +150,16 @@ def prepare_target(
     columns = [c for c in declared if c in inventory.columns or not inventory.columns]
     columns += [c for c in inventory.columns if c not in columns]
     columns += [k for k in inventory.keys if k not in columns]
+    columns = [c for c in columns if c not in computed_names]
     existing: dict[str, str] = {}
+    stored: dict[str, str] = {}  # every column of an existing table, the job's included
     created = inventory.name not in existing_tables
     if not created:
+        stored = table_columns(spark, identifier)
         existing = {
-            n: t for n, t in table_columns(spark, identifier).items() if n not in SYSTEM_COLUMNS
+            n: t
+            for n, t in stored.items()
+            if n not in SYSTEM_COLUMNS and n != DELETED_COLUMN and n not in computed_names
         }
     refused = refused_columns([*existing, *columns])
     columns = [c for c in columns if c not in refused]
@@ -153,7 +175,9 @@ def prepare_target(
         types[name] = hinted if same and hinted else ColumnType(stype)
     new = [c for c in columns if c not in existing and (evolve or created)]
     for name in new:
-        if name in declared:
+        if options.type_mapping == "to-string":
+            types[name] = ColumnType("string")
+        elif name in declared:
             types[name] = declared[name]
         elif default is not None:
             types[name] = default
@@ -165,13 +189,26 @@ def prepare_target(
             if name in undeclared:
                 types[name] = inferred.get(name, ColumnType("string"))
     keys = inventory.keys
+    computed: dict[str, ColumnType] = {}
+    new_computed: dict[str, str] = {}
     if created:
         ordered = {c: types[c] for c in columns}
-        created_with = {KEYS_PROPERTY: ",".join(keys)}
+        design = creation(spark, options, ordered)
+        computed = design.computed
+        created_with = {KEYS_PROPERTY: ",".join(keys), **design.properties}
         if batch_id is not None:
             created_with[CREATED_IN_PROPERTY] = str(batch_id)
         with stage("create table"):
-            won = create_target(spark, identifier, ordered, keys, created_with)
+            won = create_target(
+                spark,
+                identifier,
+                ordered,
+                keys,
+                created_with,
+                design.extra_columns,
+                design.partitioned_by,
+                design.write_order,
+            )
         if not won:
             # Another writer created it since the run started: extend it like any existing table.
             existing_tables = {*existing_tables, inventory.name}
@@ -185,15 +222,27 @@ def prepare_target(
                 inference,
                 evolve,
                 batch_id,
+                options,
             )
     properties: dict[str, str] = {}
     if not created:
         properties = table_properties(spark, identifier)
         keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k) or keys
+    design_changes: list[str] = []
+    if not created:
+        computed = {n: ColumnType(stored[n]) for n in computed_names if n in stored}
+        new_computed = {n: e for n, e in options.computed_columns.items() if n not in stored}
+        computed |= computed_types(spark, types, new_computed)
     if not created and SOURCE_DROPPED_PROPERTY not in properties:
         add_columns(spark, identifier, {c: types[c] for c in new})
         for name, wider in widened.items():
             spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {wider}")
+        added = {n: computed[n] for n in new_computed}
+        add_columns(spark, identifier, added)
+        design_changes += [f"computed column {n} added" for n in added]
+        now = stored | {c: types[c].spark_type for c in new} | widened
+        now |= {n: c.spark_type for n, c in added.items()}
+        design_changes += evolve_design(spark, identifier, options, properties, now)
     target = TargetTable(
         name=inventory.name,
         identifier=identifier,
@@ -205,6 +254,9 @@ def prepare_target(
         unavailable_values=decoder.unavailable_values if inventory.unavailable else (),
         moves_keys=inventory.moves_keys,
         created_in_batch=created or properties.get(CREATED_IN_PROPERTY) == str(batch_id),
+        computed={n: (options.computed_columns[n], computed[n]) for n in options.computed_columns},
+        deletes=options.deletes,
+        design_changes=tuple(design_changes),
     )
     return target, created
 

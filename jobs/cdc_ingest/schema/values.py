@@ -155,7 +155,9 @@ def typed_value(marked: Column, column_type: ColumnType) -> Column:
     if base == "decimal":
         return F.when(raw.rlike(NUMBER_TEXT) & decimal_fits(raw, target), raw.cast(target))
     if base in ("float", "double"):
-        return F.when(raw.rlike(NUMBER_TEXT), raw.cast(target))
+        # JSON's non-numeric numbers (as Spark's reader accepts them) are doubles too.
+        special = F.trim(raw).isin("NaN", "Infinity", "-Infinity", "+Infinity")
+        return F.when(raw.rlike(NUMBER_TEXT) | special, F.trim(raw).cast(target))
     if base == "string":
         return raw
     return raw.cast(target)

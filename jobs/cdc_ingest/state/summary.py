@@ -19,8 +19,8 @@ class TableSummary:
     """Changes to one mirrored table in one batch.
 
     ``messages`` = inserted + updated + deleted + deleted_absent + superseded + older
-    + append_only_deletes + source_dropped (+ dead_lettered, which are counted apart from
-    messages in the run totals).
+    + append_only_deletes + source_dropped + deletes_ignored (+ dead_lettered, which are counted
+    apart from messages in the run totals).
     """
 
     table: str
@@ -41,6 +41,10 @@ class TableSummary:
     # Updates that moved a row to another key: each also deletes its old key, and that delete's
     # outcome (deleted, delete of an absent key, superseded, older) is counted with the others.
     key_changes: int = 0
+    # Deletes skipped because the table's deletes are ignored (``deletes: ignore``).
+    deletes_ignored: int = 0
+    # What the batch changed in the table's design (partition spec, write order, properties).
+    design_changes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -148,6 +152,7 @@ class RunSummary:
                 + t.older
                 + t.append_only_deletes
                 + t.source_dropped
+                + t.deletes_ignored
             )
             if outcomes != t.messages + t.key_changes:
                 problems.append(
@@ -267,7 +272,9 @@ class RunSummary:
                 f"skipped: superseded {t.superseded}, older {t.older}, "
                 f"delete of absent key {t.deleted_absent}; dead-lettered {t.dead_lettered}"
                 + (f"; {t.key_changes} updates moved a row to another key" if t.key_changes else "")
+                + (f"; deletes ignored {t.deletes_ignored}" if t.deletes_ignored else "")
             )
+            lines += [f"    {name}: {change}" for change in t.design_changes]
         if self.dead_letter_samples:
             lines.append(
                 f"  dead letters ({self.dead_lettered}, first {len(self.dead_letter_samples)}):"

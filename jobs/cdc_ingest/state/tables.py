@@ -130,11 +130,17 @@ def create_target(
     columns: dict[str, ColumnType],
     keys: tuple[str, ...],
     properties: dict[str, str] | None = None,
+    extra_columns: dict[str, str] | None = None,
+    partitioned_by: tuple[str, ...] = (),
+    write_order: tuple[str, ...] = (),
 ) -> bool:
     """Create a mirrored table: source columns, the ``_cdc_`` columns, the key as identifier.
 
-    ``properties`` are table properties besides the defaults, set by the CREATE itself. Returns
-    False when another writer created the table first: only the creator may treat it as empty.
+    ``properties`` are table properties besides the defaults, set by the CREATE itself;
+    ``extra_columns`` (Spark SQL types) follow the source columns (computed columns, the soft
+    delete flag); ``partitioned_by`` and ``write_order`` are Iceberg's Spark DDL (transforms; sort
+    fields). Returns False when another writer created the table first: only the creator may treat
+    it as empty.
     """
     from pyspark.errors import AnalysisException
 
@@ -142,11 +148,13 @@ def create_target(
         f"{quote(name)} {ctype.spark_type}{' NOT NULL' if name in keys else ''}"
         for name, ctype in columns.items()
     ]
+    definitions += [f"{quote(name)} {stype}" for name, stype in (extra_columns or {}).items()]
     definitions += [f"{quote(name)} {stype}" for name, stype in SYSTEM_COLUMNS.items()]
+    partitioning = f"PARTITIONED BY ({', '.join(partitioned_by)}) " if partitioned_by else ""
     try:
         spark.sql(
-            f"CREATE TABLE {identifier} ({', '.join(definitions)}) "
-            f"USING iceberg TBLPROPERTIES ({_properties(properties)})"
+            f"CREATE TABLE {identifier} ({', '.join(definitions)}) USING iceberg "
+            f"{partitioning}TBLPROPERTIES ({_properties(properties)})"
         )
     except AnalysisException as exc:
         if exc.getErrorClass() == "TABLE_OR_VIEW_ALREADY_EXISTS":
@@ -155,6 +163,8 @@ def create_target(
     if keys:  # a table without a key is append-only: no identifier fields
         keys_sql = ", ".join(quote(k) for k in keys)
         spark.sql(f"ALTER TABLE {identifier} SET IDENTIFIER FIELDS {keys_sql}")
+    if write_order:
+        spark.sql(f"ALTER TABLE {identifier} WRITE ORDERED BY {', '.join(write_order)}")
     return True
 
 

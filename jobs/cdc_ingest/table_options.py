@@ -1,0 +1,408 @@
+"""How each mirrored table is shaped: the pipeline's ``table_options``, ``deletes`` and
+``type_mapping``, validated when the config is loaded.
+
+``table_options`` maps ``"*"`` (every table of the pipeline) and target table names to
+``partition_by`` (Iceberg transforms, as Iceberg's Spark DDL spells them), ``sort_by`` (the write
+order), ``properties`` (Iceberg table properties), ``computed_columns`` (a name and a Spark SQL
+expression over the row's source columns), ``deletes`` and ``type_mapping``. A table's options
+are the pipeline's ``deletes``/``type_mapping``, then ``"*"``, then its own entry: a later layer
+replaces a list or a value and adds to a mapping. This module imports no pyspark: Airflow loads
+configs at DAG parse time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+EVERY_TABLE = "*"
+DELETE_MODES = ("apply", "ignore", "soft")
+TYPE_MAPPINGS = ("default", "to-string")
+OPTION_KEYS = (
+    "partition_by",
+    "sort_by",
+    "properties",
+    "computed_columns",
+    "deletes",
+    "type_mapping",
+)
+# The column of a soft-deleted row (``deletes: soft``).
+DELETED_COLUMN = "_cdc_deleted"
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_TRANSFORM = re.compile(
+    rf"^\s*(?:(?P<plain>{_NAME})"
+    rf"|(?P<unary>identity|years|months|days|hours|year|month|day|hour)\s*\(\s*(?P<ucol>{_NAME})\s*\)"
+    rf"|(?P<binary>bucket|truncate)\s*\(\s*(?P<n>\d+)\s*,\s*(?P<bcol>{_NAME})\s*\))\s*$",
+    re.IGNORECASE,
+)
+_SORT = re.compile(
+    rf"^\s*(?P<col>{_NAME})(?:\s+(?P<dir>asc|desc))?(?:\s+nulls\s+(?P<nulls>first|last))?\s*$",
+    re.IGNORECASE,
+)
+# Iceberg's singular spellings of the time transforms, as its Spark DDL also accepts them.
+_PLURAL = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
+
+# Every property of Iceberg's TableProperties (1.10 to 1.12) a table may set; a name ending in "."
+# takes a column name after it. Read-only ones (uuid, snapshot-count, current-*) are left out.
+ICEBERG_PROPERTIES = [
+    "commit.manifest-merge.enabled",
+    "commit.manifest.min-count-to-merge",
+    "commit.manifest.target-size-bytes",
+    "commit.retry.max-wait-ms",
+    "commit.retry.min-wait-ms",
+    "commit.retry.num-retries",
+    "commit.retry.total-timeout-ms",
+    "commit.status-check.max-wait-ms",
+    "commit.status-check.min-wait-ms",
+    "commit.status-check.num-retries",
+    "commit.status-check.total-timeout-ms",
+    "compatibility.snapshot-id-inheritance.enabled",
+    "encryption.data-key-length",
+    "encryption.key-id",
+    "engine.hive.enabled",
+    "engine.hive.lock-enabled",
+    "format-version",
+    "gc.enabled",
+    "history.expire.max-ref-age-ms",
+    "history.expire.max-snapshot-age-ms",
+    "history.expire.min-snapshots-to-keep",
+    "read.data-planning-mode",
+    "read.delete-planning-mode",
+    "read.orc.vectorization.batch-size",
+    "read.orc.vectorization.enabled",
+    "read.parquet.vectorization.batch-size",
+    "read.parquet.vectorization.enabled",
+    "read.split.adaptive-size.enabled",
+    "read.split.metadata-target-size",
+    "read.split.open-file-cost",
+    "read.split.planning-lookback",
+    "read.split.target-size",
+    "write.avro.compression-codec",
+    "write.avro.compression-level",
+    "write.data.path",
+    "write.delete.avro.compression-codec",
+    "write.delete.avro.compression-level",
+    "write.delete.distribution-mode",
+    "write.delete.format.default",
+    "write.delete.granularity",
+    "write.delete.isolation-level",
+    "write.delete.mode",
+    "write.delete.orc.block-size-bytes",
+    "write.delete.orc.compression-codec",
+    "write.delete.orc.compression-strategy",
+    "write.delete.orc.stripe-size-bytes",
+    "write.delete.parquet.compression-codec",
+    "write.delete.parquet.compression-level",
+    "write.delete.parquet.dict-size-bytes",
+    "write.delete.parquet.page-row-limit",
+    "write.delete.parquet.page-size-bytes",
+    "write.delete.parquet.row-group-size-bytes",
+    "write.delete.target-file-size-bytes",
+    "write.distribution-mode",
+    "write.folder-storage.path",
+    "write.format.default",
+    "write.location-provider.impl",
+    "write.merge.distribution-mode",
+    "write.merge.isolation-level",
+    "write.merge.mode",
+    "write.metadata.compression-codec",
+    "write.metadata.delete-after-commit.enabled",
+    "write.metadata.metrics.column.",
+    "write.metadata.metrics.default",
+    "write.metadata.metrics.max-inferred-column-defaults",
+    "write.metadata.path",
+    "write.metadata.previous-versions-max",
+    "write.object-storage.enabled",
+    "write.object-storage.partitioned-paths",
+    "write.object-storage.path",
+    "write.orc.block-size-bytes",
+    "write.orc.bloom.filter.columns",
+    "write.orc.bloom.filter.fpp",
+    "write.orc.compression-codec",
+    "write.orc.compression-strategy",
+    "write.orc.stripe-size-bytes",
+    "write.parquet.bloom-filter-enabled.column.",
+    "write.parquet.bloom-filter-fpp.column.",
+    "write.parquet.bloom-filter-max-bytes",
+    "write.parquet.compression-codec",
+    "write.parquet.compression-level",
+    "write.parquet.dict-size-bytes",
+    "write.parquet.page-row-limit",
+    "write.parquet.page-size-bytes",
+    "write.parquet.row-group-check-max-record-count",
+    "write.parquet.row-group-check-min-record-count",
+    "write.parquet.row-group-size-bytes",
+    "write.parquet.stats-enabled.column.",
+    "write.spark.accept-any-schema",
+    "write.spark.advisory-partition-size-bytes",
+    "write.spark.fanout.enabled",
+    "write.summary.partition-limit",
+    "write.target-file-size-bytes",
+    "write.update.distribution-mode",
+    "write.update.isolation-level",
+    "write.update.mode",
+    "write.wap.enabled",
+]
+_CHOICES = {
+    r"format-version": ("2", "3"),  # row-level deletes need version 2
+    r"write\.(delete|update|merge)\.mode": ("copy-on-write", "merge-on-read"),
+    r"write\.((delete|update|merge)\.)?distribution-mode": ("none", "hash", "range"),
+    r"write\.(delete|update|merge)\.isolation-level": ("serializable", "snapshot"),
+    r"write\.(delete\.)?parquet\.compression-codec": (
+        "zstd",
+        "gzip",
+        "snappy",
+        "lz4",
+        "brotli",
+        "uncompressed",
+    ),
+    r"write\.(delete\.)?format\.default": ("parquet", "avro", "orc"),
+    r"write\.delete\.granularity": ("file", "partition"),
+}
+_INTEGER = re.compile(r"(-bytes|-ms|-count|-retries|-size|-limit|-keep|-lookback|-max)$")
+_BOOLEAN = re.compile(r"(\.enabled|-enabled|accept-any-schema)$")
+# Properties the job owns: set by it, never by a pipelines file.
+_OWNED = re.compile(r"^cdc\.")
+
+
+class TableOptionsError(ValueError):
+    """A table option has the wrong shape or names something Iceberg does not know."""
+
+
+class TableDesignError(ValueError):
+    """A table's options do not fit its columns (found when the table is created or changed)."""
+
+
+@dataclass(frozen=True)
+class PartitionField:
+    """One Iceberg partition transform of a source or computed column."""
+
+    transform: str  # identity, bucket, truncate, years, months, days, hours
+    column: str
+    width: int | None = None  # bucket count or truncate width
+
+    @property
+    def text(self) -> str:
+        """How Iceberg's Spark DDL spells it: ``bucket(16, id)``, ``days(ts)``, ``region``."""
+        if self.transform == "identity":
+            return self.column
+        if self.width is not None:
+            return f"{self.transform}({self.width}, {self.column})"
+        return f"{self.transform}({self.column})"
+
+    def sql(self) -> str:
+        """:attr:`text` with the column quoted."""
+        column = "`" + self.column.replace("`", "``") + "`"
+        if self.transform == "identity":
+            return column
+        if self.width is not None:
+            return f"{self.transform}({self.width}, {column})"
+        return f"{self.transform}({column})"
+
+
+@dataclass(frozen=True)
+class SortField:
+    """One column of the table's write order."""
+
+    column: str
+    descending: bool = False
+    nulls_first: bool | None = None  # None: Iceberg's default (first when ascending)
+
+    @property
+    def text(self) -> str:
+        """``col ASC NULLS FIRST``, with the nulls placement always spelled out."""
+        nulls_first = (not self.descending) if self.nulls_first is None else self.nulls_first
+        return (
+            f"{self.column} {'DESC' if self.descending else 'ASC'} "
+            f"NULLS {'FIRST' if nulls_first else 'LAST'}"
+        )
+
+    def sql(self) -> str:
+        """:attr:`text` with the column quoted."""
+        column = "`" + self.column.replace("`", "``") + "`"
+        return column + self.text[len(self.column) :]
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """Everything that shapes one mirrored table (the defaults: what every table got before)."""
+
+    partition_by: tuple[PartitionField, ...] = ()
+    sort_by: tuple[SortField, ...] = ()
+    properties: dict[str, str] = field(default_factory=dict)
+    computed_columns: dict[str, str] = field(default_factory=dict)
+    deletes: str = "apply"
+    type_mapping: str = "default"
+
+
+@dataclass(frozen=True)
+class PipelineTableOptions:
+    """A pipeline's validated option layers: pipeline-wide, ``"*"`` and per table."""
+
+    layers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_table(self, name: str) -> TableOptions:
+        """The options of target table ``name``."""
+        merged: dict[str, Any] = {}
+        for layer in ("", EVERY_TABLE, name):
+            for key, value in self.layers.get(layer, {}).items():
+                if isinstance(value, dict):
+                    merged[key] = {**merged.get(key, {}), **value}
+                else:
+                    merged[key] = value
+        return TableOptions(**merged)
+
+    @property
+    def soft_deletes_anywhere(self) -> bool:
+        """Whether any table of the pipeline may keep deleted rows."""
+        return any(layer.get("deletes") == "soft" for layer in self.layers.values())
+
+
+def parse_partition_field(text: Any) -> PartitionField:
+    """``bucket(16, id)``, ``truncate(4, name)``, ``days(ts)``, ``identity(region)``, ``region``."""
+    match = _TRANSFORM.match(str(text)) if isinstance(text, str) else None
+    if match is None:
+        raise TableOptionsError(
+            f"partition_by: {text!r} is not an Iceberg transform (a column, identity(col), "
+            "bucket(N, col), truncate(W, col), years(col), months(col), days(col), hours(col))"
+        )
+    if match["plain"]:
+        return PartitionField("identity", match["plain"])
+    if match["unary"]:
+        transform = match["unary"].lower()
+        return PartitionField(_PLURAL.get(transform, transform), match["ucol"])
+    width = int(match["n"])
+    if width < 1:
+        raise TableOptionsError(f"partition_by: {text!r}: the width must be at least 1")
+    return PartitionField(match["binary"].lower(), match["bcol"], width)
+
+
+def parse_sort_field(text: Any) -> SortField:
+    """``col``, ``col DESC``, ``col ASC NULLS LAST``."""
+    match = _SORT.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise TableOptionsError(
+            f"sort_by: {text!r} is not a sort field (column [ASC|DESC] [NULLS FIRST|LAST])"
+        )
+    nulls = match["nulls"]
+    return SortField(
+        match["col"],
+        descending=(match["dir"] or "asc").lower() == "desc",
+        nulls_first=None if nulls is None else nulls.lower() == "first",
+    )
+
+
+def validate_property(key: str, value: Any) -> str:
+    """The value of an Iceberg table property as text, or a TableOptionsError saying why not."""
+    if _OWNED.match(key):
+        raise TableOptionsError(f"properties.{key}: cdc.* properties are set by the job")
+    known = key in ICEBERG_PROPERTIES or any(
+        p.endswith(".") and key.startswith(p) and len(key) > len(p) for p in ICEBERG_PROPERTIES
+    )
+    if not known:
+        close = difflib.get_close_matches(key, ICEBERG_PROPERTIES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise TableOptionsError(f"properties.{key}: not an Iceberg table property{hint}")
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    for pattern, choices in _CHOICES.items():
+        if re.fullmatch(pattern, key) and text.lower() not in choices:
+            raise TableOptionsError(
+                f"properties.{key}: {text!r} must be one of {', '.join(choices)}"
+            )
+    if _BOOLEAN.search(key) and text.lower() not in ("true", "false"):
+        raise TableOptionsError(f"properties.{key}: {text!r} must be true or false")
+    if _INTEGER.search(key) and not re.fullmatch(r"\d+", text):
+        raise TableOptionsError(f"properties.{key}: {text!r} must be a non-negative integer")
+    return text
+
+
+def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise TableOptionsError(f"{key}: {value!r} must be one of {', '.join(choices)}")
+    return str(value)
+
+
+def _as_list(value: Any, key: str) -> list[Any]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        raise TableOptionsError(f"{key}: expected a list")
+    return value
+
+
+def parse_layer(raw: Any, where: str) -> dict[str, Any]:
+    """One entry of ``table_options`` as :class:`TableOptions` field values."""
+    if not isinstance(raw, dict):
+        raise TableOptionsError(f"{where}: expected a mapping of {', '.join(OPTION_KEYS)}")
+    layer: dict[str, Any] = {}
+    for key, value in raw.items():
+        try:
+            if key == "partition_by":
+                fields = tuple(parse_partition_field(v) for v in _as_list(value, key))
+                sources = [f.column for f in fields]
+                if len(set(fields)) != len(fields):
+                    raise TableOptionsError(f"partition_by: a transform is repeated: {sources}")
+                layer[key] = fields
+            elif key == "sort_by":
+                layer[key] = tuple(parse_sort_field(v) for v in _as_list(value, key))
+            elif key == "properties":
+                if not isinstance(value, dict):
+                    raise TableOptionsError("properties: expected a mapping of name -> value")
+                layer[key] = {str(k): validate_property(str(k), v) for k, v in value.items()}
+            elif key == "computed_columns":
+                layer[key] = _computed(value)
+            elif key == "deletes":
+                layer[key] = _choice(value, "deletes", DELETE_MODES)
+            elif key == "type_mapping":
+                layer[key] = _choice(value, "type_mapping", TYPE_MAPPINGS)
+            else:
+                raise TableOptionsError(
+                    f"unknown table option {key!r} (known: {', '.join(OPTION_KEYS)})"
+                )
+        except TableOptionsError as exc:
+            raise TableOptionsError(f"{where}.{exc}") from None
+    return layer
+
+
+def _computed(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not value:
+        raise TableOptionsError(
+            "computed_columns: expected a mapping of column name -> Spark SQL expression"
+        )
+    computed: dict[str, str] = {}
+    for name, expression in value.items():
+        if not re.fullmatch(_NAME, str(name)) or str(name).lower().startswith("_cdc_"):
+            raise TableOptionsError(
+                f"computed_columns.{name}: a column name is letters, digits and _ "
+                "(not starting with _cdc_)"
+            )
+        if not isinstance(expression, str) or not expression.strip():
+            raise TableOptionsError(f"computed_columns.{name}: expected a Spark SQL expression")
+        computed[str(name)] = expression.strip()
+    return computed
+
+
+def parse_table_options(raw: dict[str, Any], where: str) -> PipelineTableOptions:
+    """A pipeline's ``table_options``, ``deletes`` and ``type_mapping`` keys."""
+    layers: dict[str, dict[str, Any]] = {}
+    wide = {k: raw[k] for k in ("deletes", "type_mapping") if k in raw}
+    if wide:
+        layers[""] = parse_layer(wide, where)
+    entries = raw.get("table_options")
+    if entries is None:
+        return PipelineTableOptions(layers)
+    if not isinstance(entries, dict):
+        raise TableOptionsError(
+            f'{where}.table_options: expected a mapping of "*" or a table name -> options'
+        )
+    for table, options in entries.items():
+        table = str(table)
+        if not table.strip() or "." in table:
+            raise TableOptionsError(
+                f'{where}.table_options: {table!r} is not "*" or a target table name'
+            )
+        layers[table] = parse_layer(options, f"{where}.table_options.{table}")
+    return PipelineTableOptions(layers)
