@@ -14,6 +14,9 @@ In one Spark session, each number the CPU seconds of the whole process tree:
 2. ``50 batches``: 50 consecutive runs of 2,000 changes each; the last 10 against the first 10.
 3. ``after maintain``: one ``maintain`` of the pipeline, then every table of its namespace (mirror
    and system tables): position-delete files left, data files, snapshots.
+4. ``bucket(16, id)``: the same 1M changes, and 10 micro-batches, into a second mirror of the same
+   10M rows partitioned by ``bucket(16, id)`` (``table_options``), against the unpartitioned
+   mirror's (reported, no target).
 
 ``--quick``: a tenth of the rows and changes (the 50 batches keep their size).
 Exit status: 1 when a run's summary does not add up, else 0 (never on a ratio).
@@ -44,6 +47,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 CATALOG, NAMESPACE, TABLE = "steady", "shop", "orders"
+# The second pipeline: the same table, partitioned by a bucket of its key.
+BUCKETED, BUCKETED_NAMESPACE = "bucketed", "shop_bucketed"
+BUCKET_SPEC = "bucket(16, id)"
 FILES = 10
 MICRO_BATCHES, MICRO_CHANGES = 50, 2000
 # What "bounded" means after maintain, per table: the retained snapshots, and a handful of files.
@@ -109,27 +115,38 @@ class Steady:
                     "namespace": NAMESPACE,
                     "keys": {TABLE: ["id"]},
                     "maintenance": {"retain_snapshots": RETAIN_SNAPSHOTS},
-                }
+                },
+                {
+                    "name": BUCKETED,
+                    "format": "debezium-json",
+                    "landing": (workdir / "landing-bucketed").as_uri(),
+                    "namespace": BUCKETED_NAMESPACE,
+                    "keys": {TABLE: ["id"]},
+                    "table_options": {TABLE: {"partition_by": [BUCKET_SPEC]}},
+                },
             ],
         }
         self.config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
         self.config = load_config(self.config_path)
 
-    @property
-    def mirror(self) -> str:
-        return f"{CATALOG}.{NAMESPACE}.{TABLE}"
+    def mirror(self, pipeline: str = "steady") -> str:
+        namespace = self.config.pipeline(pipeline).namespace
+        return f"{CATALOG}.{namespace}.{TABLE}"
 
-    def run(self, lines: list[str], expect: dict[str, int]) -> float:
+    def landing(self, pipeline: str = "steady") -> Path:
+        return Path(self.config.pipeline(pipeline).landing.removeprefix("file://"))
+
+    def run(self, lines: list[str], expect: dict[str, int], pipeline: str = "steady") -> float:
         """CPU seconds of one batch of ``lines``; its counts are checked against ``expect``."""
         from cdc_ingest.run.batch import run_pipeline
         from cdc_ingest.stages import StageTimings, recording
 
         self.batches += 1
-        land(self.workdir / "landing" / f"batch-{self.batches:03d}", lines, FILES)
+        land(self.landing(pipeline) / f"batch-{self.batches:03d}", lines, FILES)
         self.timings = StageTimings(cpu_clock=tree_cpu_seconds)
         cpu = tree_cpu_seconds()
         with recording(self.timings):
-            summary = run_pipeline(self.spark, self.config, "steady")
+            summary = run_pipeline(self.spark, self.config, pipeline)
         spent = tree_cpu_seconds() - cpu
         table = summary.tables.get(TABLE)
         got = {k: getattr(table, k, None) for k in expect}
@@ -137,24 +154,24 @@ class Steady:
             self.problems.append(f"batch {self.batches}: {got} != {expect}: {summary.render()}")
         return spent
 
-    def seed_mirror(self) -> None:
+    def seed_mirror(self, pipeline: str = "steady") -> None:
         """The mirror holding keys 0 .. rows-1: created by a batch, filled by one INSERT."""
-        self.run([change("c", 0, 0, 1)], {"inserted": 1})
+        self.run([change("c", 0, 0, 1)], {"inserted": 1}, pipeline)
         self.spark.sql(
-            f"INSERT INTO {self.mirror} SELECT id, 0L, concat('n', id), array(0L), 'r', 0L "
-            f"FROM range(1, {self.rows})"
+            f"INSERT INTO {self.mirror(pipeline)} SELECT id, 0L, concat('n', id), array(0L), "
+            f"'r', 0L FROM range(1, {self.rows})"
         )
         # A warm-up batch through the MERGE path (JIT, Iceberg's readers and writers), on keys no
         # later batch changes, so that the measured batch is not also the first of its kind.
         warm = [change("u", self.rows - 1 - k, 1, 2 + k) for k in range(1000)]
-        self.run(warm, {"updated": 1000})
+        self.run(warm, {"updated": 1000}, pipeline)
 
     def seed_hand_table(self) -> str:
         """A plain Iceberg table with the mirror's rows and write properties."""
         name = f"{CATALOG}.hand.{TABLE}"
         props = {
             r["key"]: r["value"]
-            for r in self.spark.sql(f"SHOW TBLPROPERTIES {self.mirror}").collect()
+            for r in self.spark.sql(f"SHOW TBLPROPERTIES {self.mirror()}").collect()
             if r["key"].startswith("write.") or r["key"] == "format-version"
         }
         listed = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
@@ -163,7 +180,7 @@ class Steady:
             f"CREATE TABLE {name} (id bigint, v bigint, note string) USING iceberg "
             f"TBLPROPERTIES ({listed})"
         )
-        self.spark.sql(f"INSERT INTO {name} SELECT id, v, note FROM {self.mirror}")
+        self.spark.sql(f"INSERT INTO {name} SELECT id, v, note FROM {self.mirror()}")
         return name
 
     def baseline(self, landing: Path) -> float:
@@ -252,13 +269,15 @@ class Steady:
         table.delete(In("id", gone))  # type: ignore[call-arg, arg-type]  # a pydantic init
         return tree_cpu_seconds() - cpu
 
-    def micro_batches(self, first_key: int, start_ts: int) -> list[float]:
-        """CPU seconds of each of ``MICRO_BATCHES`` batches of ``MICRO_CHANGES`` changes, on held
-        keys from ``first_key`` on (none changed before) and fresh ones."""
+    def micro_batches(
+        self, first_key: int, start_ts: int, pipeline: str = "steady", count: int = MICRO_BATCHES
+    ) -> list[float]:
+        """CPU seconds of each of ``count`` batches of ``MICRO_CHANGES`` changes, on held keys
+        from ``first_key`` on (none changed before) and fresh ones."""
         spent: list[float] = []
         quarter = MICRO_CHANGES // 4
         ts = start_ts
-        for b in range(MICRO_BATCHES):
+        for b in range(count):
             # Updates of held keys, deletes of others, inserts of fresh keys: none twice.
             base = first_key + b * MICRO_CHANGES
             lines = [change("u", base + k, 2, ts + k) for k in range(2 * quarter)]
@@ -271,7 +290,7 @@ class Steady:
             ]
             ts += MICRO_CHANGES
             expect = {"inserted": quarter, "updated": 2 * quarter, "deleted": quarter}
-            spent.append(self.run(lines, expect))
+            spent.append(self.run(lines, expect, pipeline))
         return spent
 
     def metadata(self) -> dict[str, tuple[int, int, int]]:
@@ -309,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         quarter = total // 4
         ours = bench.run(lines, {"inserted": quarter, "updated": total // 2, "deleted": quarter})
         print("stages of the batch into a table:", *render_phases(bench.timings), sep="\n")
-        landing = workdir / "landing" / f"batch-{bench.batches:03d}"
+        landing = bench.landing() / f"batch-{bench.batches:03d}"
         parse = bench.baseline(landing)
         merge = bench.hand_merge(landing, hand)
         upsert = bench.upsert(rows // 10, steady_changes(rows // 10, total // 10, 1_000_000)) * 10
@@ -350,6 +369,31 @@ def main(argv: list[str] | None = None) -> int:
                 f"first 10: {first:.1f} s",
                 last / first,
                 1.1,
+            )
+        )
+        # The same changes and micro-batches into the same rows, partitioned by bucket(16, id).
+        bench.seed_mirror(BUCKETED)
+        expect = {"inserted": quarter, "updated": total // 2, "deleted": quarter}
+        bucketed = bench.run(lines, expect, BUCKETED)
+        bucketed_micro = sum(bench.micro_batches(total, 10_000_000, BUCKETED, 10))
+        shapes.append(
+            Shape(
+                BUCKET_SPEC,
+                f"into {rows:,} rows: {bucketed:.1f} s",
+                f"unpartitioned: {ours:.1f} s",
+                bucketed / ours,
+                0.0,
+                ("reported", True),
+            )
+        )
+        shapes.append(
+            Shape(
+                f"{BUCKET_SPEC} x10",
+                f"10 micro-batches: {bucketed_micro:.1f} s",
+                f"unpartitioned: {first:.1f} s",
+                bucketed_micro / first,
+                0.0,
+                ("reported", True),
             )
         )
         from cdc_ingest.maintenance import maintain_pipeline
