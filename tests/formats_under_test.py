@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 from typing import Any
 
@@ -271,6 +272,39 @@ def keyless_blob_insert(row: dict) -> dict:
     }
 
 
+def maxwell(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    message: dict[str, Any] = {
+        "database": "bank",
+        "table": TABLE,
+        "type": {"c": "insert", "u": "update", "d": "delete"}[op],
+        "ts": ts // 1000,
+        "xid": ts,
+        "commit": True,
+        "position": f"master.000001:{ts}",
+        "primary_key_columns": [KEY],
+        "data": after if op != "d" else before,
+    }
+    if op == "u" and before is not None and after is not None:
+        message["old"] = {k: v for k, v in before.items() if after.get(k) != v}
+    return message
+
+
+def ogg(op: str, before: dict | None, after: dict | None, ts: int, offset: int) -> Any:
+    op_ts = dt.datetime.fromtimestamp(ts / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    message: dict[str, Any] = {
+        "table": f"BANK.{TABLE}",
+        "op_type": {"c": "I", "u": "U", "d": "D"}[op],
+        "op_ts": op_ts,
+        "pos": f"{ts:020d}",
+        "primary_keys": [KEY],
+    }
+    if before is not None:
+        message["before"] = before
+    if after is not None:
+        message["after"] = after
+    return message
+
+
 FORMATS: dict[str, dict[str, Any]] = {
     "lindorm": {"build": lindorm, "options": {"keys": {TABLE: [KEY]}}},
     "debezium-json": {"build": debezium, "options": {"keys": {TABLE: [KEY]}}},
@@ -284,6 +318,8 @@ FORMATS: dict[str, dict[str, Any]] = {
     "datahub-tuple": {"build": datahub_tuple, "options": {"keys": {TABLE: [KEY]}}},
     "aerospike": {"build": aerospike, "options": {}},
     "datahub-blob": {"build": datahub_blob, "options": {}},
+    "maxwell-json": {"build": maxwell, "options": {}},
+    "ogg-json": {"build": ogg, "options": {}},
 }
 
 

@@ -12,6 +12,8 @@ from canal_expectations import PAIMON, expected, json_lines
 from conftest import FIXTURES, Lake
 from test_paimon_canal_conformance import assert_paimon_table, paimon_files
 
+PAIMON_KAFKA = FIXTURES / "conformance" / "paimon" / "kafka"
+
 CASES = {
     "schemaevolution": ("canal-table-schemaevolution", None),
     "schemaevolutionmissingddl": ("canal-table-schemaevolution", "schemaevolutionmissingddl"),
@@ -84,32 +86,46 @@ def test_database_sync_steps_leave_paimons_tables(database_sync):
             )
 
 
-def test_debezium_new_keys_in_after_add_columns_step_by_step(spark, tmp_path):
-    """KafkaDebeziumSyncTableActionITCase.testSchemaEvolution.
+# The same schema-evolution steps in each format: (format, input folder, file prefix, table).
+# The same schema-evolution steps in each format: format -> (input folder, file prefix, table).
+SCHEMA_EVOLUTION_FORMATS = {
+    "debezium-json": (
+        FIXTURES / "debezium-json" / "paimon" / "schemaevolution",
+        "debezium",
+        "product",
+    ),
+    "maxwell-json": (PAIMON_KAFKA / "maxwell" / "table" / "schemaevolution", "maxwell", "product"),
+    "ogg-json": (PAIMON_KAFKA / "ogg" / "table" / "schemaevolution", "ogg", "tbl_test"),
+}
 
-    Paimon types every column of schema-less Debezium JSON as STRING; debezium-json types them
-    from the JSON values (bigint, double), so the rows are compared as text.
+
+@pytest.mark.parametrize("fmt", sorted(SCHEMA_EVOLUTION_FORMATS))
+def test_new_keys_in_row_images_add_columns_step_by_step(spark, tmp_path, fmt):
+    """KafkaSyncTableActionITCase.testSchemaEvolutionImpl, for debezium, maxwell and ogg.
+
+    Paimon types every column of these schema-less messages as STRING; here they are typed from
+    the JSON values (bigint, double), so the rows are compared as text.
     """
     doc = expected(PAIMON / "debezium-table-schemaevolution.expected.json")
-    folder = FIXTURES / "debezium-json" / "paimon" / "schemaevolution"
-    lake = Lake(root=tmp_path, spark=spark, catalog="debezium_evolution")
-    lake.add_pipeline("dbz", "debezium-json", keys={"product": doc["config"]["primary_keys"]})
+    folder, prefix, table = SCHEMA_EVOLUTION_FORMATS[fmt]
+    lake = Lake(root=tmp_path, spark=spark, catalog=f"evolution_{prefix}")
+    lake.add_pipeline("evolve", fmt, keys={table: doc["config"]["primary_keys"]})
     columns = list(doc["row_type_final"])
     for index, step in enumerate(doc["steps"], start=1):
-        lake.land("dbz", f"{index:02d}.txt", json_lines(folder / f"debezium-data-{index}.txt"))
-        summary = lake.run("dbz")
+        lake.land("evolve", f"{index:02d}.txt", json_lines(folder / f"{prefix}-data-{index}.txt"))
+        summary = lake.run("evolve")
         assert summary.dead_lettered == 0, summary.dead_letter_samples
         width = len(step["rows"][0].split(", ")) if step["rows"] else 0
-        mirrored = [c for c in lake.table("product").columns if c in columns]
+        mirrored = [c for c in lake.table(table).columns if c in columns]
         assert mirrored == columns[: len(mirrored)]
         got = sorted(
             [None if v is None else str(v) for v in (r[c] for c in columns[:width])]
-            for r in lake.table("product").collect()
+            for r in lake.table(table).collect()
         )
         want = sorted(
             [None if v == "NULL" else v for v in _fields(printed)] for printed in step["rows"]
         )
-        assert got == want, f"after debezium-data-{index}.txt"
+        assert got == want, f"after {prefix}-data-{index}.txt"
 
 
 def _fields(printed: str) -> list[str]:

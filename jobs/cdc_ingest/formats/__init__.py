@@ -26,6 +26,8 @@ FORMATS: dict[str, str] = {
     "datahub-tuple": "cdc_ingest.formats.datahub_tuple:DataHubTupleDecoder",
     "datahub-blob": "cdc_ingest.formats.datahub_blob:DataHubBlobDecoder",
     "aerospike": "cdc_ingest.formats.aerospike:AerospikeDecoder",
+    "maxwell-json": "cdc_ingest.formats.maxwell:MaxwellDecoder",
+    "ogg-json": "cdc_ingest.formats.ogg:OggDecoder",
 }
 
 
