@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = contextlib.ExitStack()
     try:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
-        listing = list_landed(pipeline.landing)
+        listing = list_landed(pipeline.landing, file_format=pipeline.file_format)
         if nothing_to_do(config, pipeline, options, listing):
             summary = RunSummary(
                 pipeline=pipeline.name,

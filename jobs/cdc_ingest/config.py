@@ -34,6 +34,7 @@ from cdc_ingest.table_options import (
 
 PIPELINE_NAME = re.compile(r"^[a-z0-9_]+$")
 ENVELOPES = ("none", "kafka")
+FILE_FORMATS = ("json", "avro", "parquet")
 TEMPLATE_FIELDS = ("db", "schema", "table", "namespace", "set")
 PIPELINE_KEYS = (
     "name",
@@ -52,6 +53,7 @@ PIPELINE_KEYS = (
     "table_options",
     "deletes",
     "type_mapping",
+    "file_format",
 )
 SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 
@@ -92,6 +94,14 @@ class PipelineConfig:
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     # How each target table is shaped (table_options, deletes, type_mapping).
     tables: PipelineTableOptions = field(default_factory=PipelineTableOptions)
+    # What the landed files are: JSON lines (default), or Avro or Parquet container files.
+    file_format: str = "json"
+
+    @property
+    def kafka_coordinates(self) -> bool:
+        """Whether records carry Kafka coordinates (a Kafka envelope, or container files named
+        ``topic+partition+startOffset``): offsets are then checkpointed and deduplicated."""
+        return self.envelope == "kafka" or self.file_format != "json"
 
     @property
     def bound_table(self) -> str | None:
@@ -206,6 +216,21 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         maintenance = parse_maintenance(raw.get("maintenance"))
     except MaintenanceConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    file_format = str(raw.get("file_format", "json"))
+    if file_format not in FILE_FORMATS:
+        raise ConfigError(
+            f"{where}: file_format {file_format!r} must be one of {', '.join(FILE_FORMATS)}"
+        )
+    if file_format != "json" and not landing.startswith("file://"):
+        raise ConfigError(
+            f"{where}: file_format {file_format} is read by Spark's {file_format} source, from a "
+            "file:// landing zone (s3:// landing zones hold JSON lines)"
+        )
+    if file_format != "json" and envelope != "none":
+        raise ConfigError(
+            f"{where}: file_format {file_format} records are message values (their Kafka "
+            "coordinates come from the file name): envelope must be none"
+        )
     try:
         tables = parse_table_options(raw, where)
     except TableOptionsError as exc:
@@ -226,6 +251,7 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         aws_conn_id=aws_conn_id,
         maintenance=maintenance,
         tables=tables,
+        file_format=file_format,
     )
 
 

@@ -60,10 +60,18 @@ ICEBERG_SPARK_RUNTIME = Artifact(
 ICEBERG_AWS_BUNDLE = Artifact("org.apache.iceberg", "iceberg-aws-bundle", ICEBERG_VERSION)
 SQLITE_JDBC = Artifact("org.xerial", "sqlite-jdbc", "3.51.1.0")
 POSTGRESQL_JDBC = Artifact("org.postgresql", "postgresql", "42.7.14")
+# Spark's Avro source for Avro landing zones: pyspark's own release (Avro is in Spark's jars).
+SPARK_AVRO = Artifact("org.apache.spark", "spark-avro_2.12", "3.5.9")
 
 # Every jar of the job, in classpath order; the catalog's JDBC drivers are on it whatever the
 # catalog, so that one session can be re-pointed at a catalog of another kind.
-JOB_ARTIFACTS = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE, SQLITE_JDBC, POSTGRESQL_JDBC)
+JOB_ARTIFACTS = (
+    ICEBERG_SPARK_RUNTIME,
+    ICEBERG_AWS_BUNDLE,
+    SQLITE_JDBC,
+    POSTGRESQL_JDBC,
+    SPARK_AVRO,
+)
 
 
 def jars_dir() -> Path:

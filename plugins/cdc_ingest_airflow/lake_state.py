@@ -56,7 +56,7 @@ def pending(config: Config, pipeline_name: str) -> PendingWork:
         LandingError: the landing zone cannot be listed (or its ``aws_conn_id`` is not defined).
     """
     pipeline = config.pipeline(pipeline_name)
-    landed = list_landed(pipeline.landing, pipeline_s3_access(pipeline))
+    landed = list_landed(pipeline.landing, pipeline_s3_access(pipeline), pipeline.file_format)
     rows = _pipeline_rows(
         config, pipeline.namespace, CHECKPOINTS, pipeline.name, ("batch_id", "status", "file")
     )

@@ -129,7 +129,7 @@ def _open_catalog(catalog: CatalogConfig) -> tuple[Any | None, str | None]:
 
 def _landed(pipeline: PipelineConfig, status: PipelineStatus) -> list[str] | None:
     try:
-        return [f.uri for f in list_landed(pipeline.landing)]
+        return [f.uri for f in list_landed(pipeline.landing, file_format=pipeline.file_format)]
     except Exception as exc:
         status.problems.append(f"landing zone unreadable: {_message(exc)}")
         return None

@@ -43,6 +43,9 @@ class Decoder(ABC):
     #: first ordering value (DataHub's UPDATE_BEFOR, then UPDATE_AFTER). Such a message changes no
     #: row; its image is the row before, so that a pair whose key differs moves the row.
     before_half_ops: ClassVar[tuple[str, ...]] = ()
+    #: Whether messages may embed a Kafka Connect schema (``{"schema", "payload"}``), which an
+    #: Avro or Parquet landing file's writer schema then supplies (landing.containers).
+    embeds_connect_schema: ClassVar[bool] = False
 
     def __init__(
         self, options: dict[str, Any] | None = None, bound_table: str | None = None

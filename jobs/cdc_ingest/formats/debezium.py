@@ -50,6 +50,9 @@ class DebeziumFamilyDecoder(MessageDecoder):
     )
     #: source field holding the schema (Postgres schema, Lindorm namespace…)
     schema_field: ClassVar[str] = "schema"
+    #: Messages may embed the Kafka Connect schema of their values (the JSON converter's
+    #: ``{"schema", "payload"}``): Avro and Parquet landing files get one from their writer schema.
+    embeds_connect_schema: ClassVar[bool] = True
 
     def order(self, source: Column, envelope_ts: Column) -> Column:
         """Debezium's order: initial snapshot first, then source time, binlog/LSN/SCN position."""

@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 LANDED_SUFFIXES = (".json", ".jsonl", ".txt")
+# A landing zone's file format (the pipeline's ``file_format``) -> the names of its files.
+FILE_SUFFIXES = {"json": LANDED_SUFFIXES, "avro": (".avro",), "parquet": (".parquet",)}
 HASH_CHUNK = 8 * 1024 * 1024
 
 
@@ -43,12 +45,14 @@ class LandedFile:
         return LandedFile(self.uri, self.size, _hash_local(_local_path(self.uri)), self.modified)
 
 
-def is_landed_name(name: str) -> bool:
-    """Whether a file name is a topic dump: .json, .jsonl or .txt, optionally gzipped."""
+def is_landed_name(name: str, file_format: str = "json") -> bool:
+    """Whether a file name is a topic dump: .json, .jsonl or .txt, optionally gzipped (``json``),
+    .avro (``avro``) or .parquet (``parquet``); hidden files never are."""
     lowered = name.lower()
-    if lowered.endswith(".gz"):
+    if lowered.endswith(".gz") and file_format == "json":
         lowered = lowered[:-3]
-    return lowered.endswith(LANDED_SUFFIXES) and not os.path.basename(lowered).startswith(".")
+    suffixes = FILE_SUFFIXES[file_format]
+    return lowered.endswith(suffixes) and not os.path.basename(lowered).startswith(".")
 
 
 # Where the job's S3 settings came from, for error messages; set by the Airflow task that resolved
@@ -132,24 +136,29 @@ def _local_path(uri: str) -> Path:
     return Path(unquote(urlparse(uri).path))
 
 
-def list_landed(landing: str, s3: S3Access | None = None) -> list[LandedFile]:
+def list_landed(
+    landing: str, s3: S3Access | None = None, file_format: str = "json"
+) -> list[LandedFile]:
     """Every landed file under a landing URI, in path order.
 
     Args:
         landing: ``file:///abs/dir`` or ``s3://bucket/prefix``.
         s3: how to reach S3 (default: the standard AWS environment variables).
+        file_format: the zone's files (see ``FILE_SUFFIXES``).
 
     Raises:
         LandingError: when the zone does not exist or cannot be listed.
     """
     if landing.startswith("s3://"):
-        return _list_s3(landing, s3 or S3Access.from_env())
+        return _list_s3(landing, s3 or S3Access.from_env(), file_format)
     root = _local_path(landing)
     if not root.is_dir():
         raise LandingError(f"landing zone {landing} is not a readable directory")
     files: list[LandedFile] = []
     try:
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and is_landed_name(p.name)):
+        for path in sorted(
+            p for p in root.rglob("*") if p.is_file() and is_landed_name(p.name, file_format)
+        ):
             stat = path.stat()
             files.append(LandedFile(path.as_uri(), stat.st_size, modified=stat.st_mtime))
     except OSError as exc:
@@ -165,7 +174,7 @@ def _hash_local(path: Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _list_s3(landing: str, access: S3Access) -> list[LandedFile]:
+def _list_s3(landing: str, access: S3Access, file_format: str = "json") -> list[LandedFile]:
     parsed = urlparse(landing)
     bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
     if prefix and not prefix.endswith("/"):
@@ -176,7 +185,7 @@ def _list_s3(landing: str, access: S3Access) -> list[LandedFile]:
         paginator = client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
-                if is_landed_name(obj["Key"]):
+                if is_landed_name(obj["Key"], file_format):
                     # The ETag is the object's MD5 for single-part uploads: a content fingerprint
                     # that costs no download.
                     etag = str(obj.get("ETag", "")).strip('"')

@@ -38,6 +38,7 @@ from cdc_ingest.changes.inventory import (
 from cdc_ingest.changes.resolve import mark_applied_offsets, resolve_changes
 from cdc_ingest.fault_injection import install_commit_fault, maybe_die
 from cdc_ingest.formats import load_decoder
+from cdc_ingest.landing.containers import read_container_records
 from cdc_ingest.landing.reader import read_lines, to_records
 from cdc_ingest.landing.zones import (
     MISSING,
@@ -121,7 +122,7 @@ def run_pipeline(
             release(batch.cached)
         elif not plan.empty:
             maybe_die("after_plan")  # a batch of duplicates only
-        summary.kafka_offsets = _offsets(stats, summary) if run.pipeline.envelope == "kafka" else []
+        summary.kafka_offsets = _offsets(stats, summary) if run.pipeline.kafka_coordinates else []
         summary.phase_seconds = timings.top_level()
         summary.finished_at = datetime.now(UTC).isoformat()
         summary.duration_s = round(time.perf_counter() - start, 3)
@@ -140,7 +141,7 @@ def open_run(
     """
     pipeline = config.pipeline(pipeline_name)
     decoder = load_decoder(pipeline.format, pipeline.options, pipeline.bound_table)
-    listing = list_landed(pipeline.landing)
+    listing = list_landed(pipeline.landing, file_format=pipeline.file_format)
     catalog = config.catalog.name
     configure_catalog(spark, config.catalog)
     if options.dry_run:
@@ -202,6 +203,15 @@ def read(
     for i, check in left_out.items():
         kind = summary.missing_files if check.status == MISSING else summary.changed_files
         kind[plan.files[i].uri] = check.reason
+    if run.pipeline.file_format != "json":
+        records = read_container_records(
+            run.spark,
+            plan.files,
+            run.pipeline.file_format,
+            run.decoder.embeds_connect_schema,
+            leave_out=list(left_out),
+        )
+        return records, seen, left_out
     lines = read_lines(run.spark, plan.files, leave_out=left_out)
     return to_records(lines, run.pipeline.envelope), seen, left_out
 
@@ -210,7 +220,7 @@ def decode(run: RunContext, landed: DataFrame) -> DataFrame:
     """The format's change columns on every record (Kafka records an earlier batch applied are
     marked duplicates)."""
     records = landed
-    if run.pipeline.envelope == "kafka":
+    if run.pipeline.kafka_coordinates:
         records = mark_applied_offsets(records, run.spark, run.state.offset_ranges)
     return run.decoder.decode(records)
 
@@ -361,7 +371,7 @@ def commit(
     if not mode.effect.commits:
         return
     maybe_die("before_checkpoint")
-    offsets = stats.offsets() if run.pipeline.envelope == "kafka" else []
+    offsets = stats.offsets() if run.pipeline.kafka_coordinates else []
     run.store.record_committed(plan, offsets, stats.records, summary.to_json(), left_out)
 
 
