@@ -11,9 +11,19 @@ from __future__ import annotations
 import json
 
 import pytest
-from canal_expectations import SEATUNNEL, assert_table, expected, final_table, json_lines, records
+from canal_expectations import (
+    PAIMON,
+    SEATUNNEL,
+    assert_table,
+    expected,
+    final_table,
+    json_lines,
+    records,
+)
+from conftest import FIXTURES
 
 INPUTS = SEATUNNEL.parent
+PAIMON_KAFKA = FIXTURES / "conformance" / "paimon" / "kafka"
 
 
 @pytest.mark.parametrize(
@@ -201,3 +211,69 @@ def test_ogg_primary_keys_and_tokens_formatter_orders_by_trail_position(lake):
     summary = lake.run("hr")
     assert summary.tables["emp"].superseded == 1
     assert [(r["ID"], r["SAL"]) for r in lake.rows("emp", "ID", "SAL")] == [(1, 300)]
+
+
+# --- Paimon's table cases (KafkaSyncTableActionITCase, maxwell and ogg) -------------------------
+
+PAIMON_TABLE_CASES = PAIMON / "maxwell-ogg-table-cases.expected.json"
+PAIMON_TABLES = {"maxwell-json": ("maxwell", "product"), "ogg-json": ("ogg", "tbl_test")}
+
+
+def as_text(lake, table: str, columns: list[str]) -> list[list[str | None]]:
+    rows = lake.table(table).collect()
+    return sorted([None if r[c] is None else str(r[c]) for c in columns] for r in rows)
+
+
+def printed(rows: list[str]) -> list[list[str | None]]:
+    """Paimon's ``+I[a, b, NULL]`` rows as text fields (no value here holds ", ")."""
+    fields = (r.removeprefix("+I[").removesuffix("]").split(", ") for r in rows)
+    return sorted([None if v == "NULL" else v for v in f] for f in fields)
+
+
+@pytest.mark.parametrize("fmt", sorted(PAIMON_TABLES))
+def test_paimon_computed_column_partitions_the_table_by_it(lake, fmt):
+    """testComputedColumn: ``_year=year(_date)``, partitioned by it (table_options here); keys
+    are source columns here, so the table is keyed by _id alone."""
+    case = expected(PAIMON_TABLE_CASES)["computed_column"]
+    prefix, table = PAIMON_TABLES[fmt]
+    lake.add_pipeline(
+        "computed",
+        fmt,
+        keys={table.upper() if fmt == "ogg-json" else table: ["_id"]},
+        table_options={
+            table: {"computed_columns": {"_year": "year(_date)"}, "partition_by": ["_year"]}
+        },
+    )
+    [name] = case["files"]
+    lake.land(
+        "computed",
+        "a.txt",
+        json_lines(PAIMON_KAFKA / prefix / "table" / name.format(format=prefix)),
+    )
+    assert lake.run("computed").dead_lettered == 0
+    assert as_text(lake, table, case["columns"]) == printed(case["rows"])
+    partitions = lake.spark.sql(f"SELECT partition FROM {lake.catalog}.ods.{table}.partitions")
+    assert [r["partition"]["_year"] for r in partitions.collect()] == [2023]
+
+
+@pytest.mark.parametrize("fmt", sorted(PAIMON_TABLES))
+def test_paimon_startup_earliest_reads_both_files(lake, fmt):
+    case = expected(PAIMON_TABLE_CASES)["startup_earliest"]
+    prefix, table = PAIMON_TABLES[fmt]
+    lake.add_pipeline("startup", fmt, keys={table.upper() if fmt == "ogg-json" else table: ["id"]})
+    for index, name in enumerate(case["files"]):
+        path = PAIMON_KAFKA / prefix / "table" / name.format(format=prefix)
+        lake.land("startup", f"{index}.txt", json_lines(path))
+    assert lake.run("startup").dead_lettered == 0
+    assert as_text(lake, table, case["columns"]) == printed(case["rows"])
+
+
+def test_paimon_ogg_cdc_operations_step_by_step(lake):
+    case = expected(PAIMON_TABLE_CASES)["ogg_cdc_operations"]
+    lake.add_pipeline("event", "ogg-json")
+    for index, step in enumerate(case["steps"]):
+        lake.land(
+            "event", f"{index}.txt", json_lines(PAIMON_KAFKA / "ogg" / "table" / step["file"])
+        )
+        assert lake.run("event").dead_lettered == 0
+        assert as_text(lake, "event", case["columns"]) == printed(step["rows"]), step["file"]
