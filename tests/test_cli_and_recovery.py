@@ -32,7 +32,8 @@ def test_bad_config_exits_non_zero_with_one_clear_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"cdc-ingest: error: {config}: pipeline 'p': unknown format 'nosuch' "
         "(known: lindorm, arcion, debezium-json, oms-default, oms-default-extend, oms-canal, "
-        "canal-json, oms-dataworks, oms-shareplex, datahub-tuple, datahub-blob, aerospike)"
+        "canal-json, oms-dataworks, oms-shareplex, datahub-tuple, datahub-blob, aerospike, "
+        "maxwell-json, ogg-json)"
     ]
 
 

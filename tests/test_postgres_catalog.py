@@ -214,4 +214,5 @@ def test_jdbc_drivers_come_from_the_maven_cache_after_the_iceberg_runtime():
         "iceberg-aws-bundle-1.12.0.jar",
         "sqlite-jdbc-3.51.1.0.jar",
         "postgresql-42.7.14.jar",
+        "spark-avro_2.12-3.5.9.jar",
     ]
