@@ -1,4 +1,5 @@
-"""End to end: ``airflow backfill create`` runs replay the files landed in each past interval.
+"""End to end: ``airflow backfill create`` runs replay the files landed in each past interval,
+and a DAG scheduled on a mirrored table's asset runs after a batch changes that table.
 
 The real stack: a scheduler (LocalExecutor) and an API server (the task runner's execution API)
 run the backfill's DAG runs, whose ``apply_batch`` spark-submits the job; pyiceberg reads the
@@ -55,6 +56,39 @@ def _backfill_runs(airflow_home: Path) -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in rows]
 
 
+def _runs_of(airflow_home: Path, dag_id: str) -> list[str]:
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute("SELECT state FROM dag_run WHERE dag_id = ?", (dag_id,)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _asset_events(airflow_home: Path, uri: str) -> list[dict[str, Any]]:
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE a.uri = ? ORDER BY e.id",
+            (uri,),
+        ).fetchall()
+    return [json.loads(r[0]) for r in rows]
+
+
+# Downstream DAGs, each scheduled on one mirrored table's asset (docs: the iceberg:// scheme).
+DOWNSTREAM_DAGS = """\
+import pendulum
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, Asset
+
+for table in ("orders", "customers"):
+    with DAG(
+        dag_id=f"after_{table}",
+        schedule=[Asset(f"iceberg://lake/ods/{table}")],
+        start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+        catchup=False,
+    ):
+        EmptyOperator(task_id="consume")
+"""
+
+
 def _apply_windows(airflow_home: Path) -> list[tuple[str, str]]:
     with sqlite3.connect(airflow_home / "airflow.db") as db:
         rows = db.execute(
@@ -66,6 +100,8 @@ def _apply_windows(airflow_home: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> None:
+    """Also: the batch's asset event for ``orders`` triggers ``after_orders``, and nothing
+    triggers ``after_customers`` (the batch changed no ``customers`` table)."""
     java_home = find_java_home()
     if java_home is None or not (VENV_BIN / "airflow").exists():
         pytest.skip("no Java runtime or no airflow in the virtual environment")
@@ -94,10 +130,14 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
         )
     )
     home, port = tmp_path / "airflow", _free_port()
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "cdc_ingest_dags.py").symlink_to(REPO / "dags" / "cdc_ingest_dags.py")
+    (dags / "downstream.py").write_text(DOWNSTREAM_DAGS)
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "4",
@@ -113,6 +153,11 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     for inherited in ("PYSPARK_SUBMIT_ARGS", "SPARK_ENV_LOADED", "SPARK_HOME"):
         env.pop(inherited, None)
     assert (done := airflow(["db", "migrate"], env, tmp_path)).returncode == 0, tail(done)
+    # The downstream DAGs must be known (and unpaused) when the ingest run emits its events.
+    assert (done := airflow(["dags", "reserialize"], env, tmp_path)).returncode == 0, tail(done)
+    for downstream in ("after_orders", "after_customers"):
+        done = airflow(["dags", "unpause", downstream], env, tmp_path)
+        assert done.returncode == 0, tail(done)
     # A manual run applies every landed file (and stores the DAG in the metadata database).
     done = airflow(["dags", "test", "ingest_shop"], env, tmp_path)
     assert done.returncode == 0, tail(done)
@@ -121,6 +166,17 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     catalog = SqlCatalog("lake", uri=catalog_uri, warehouse=warehouse)
     orders = catalog.load_table("ods.orders")
     assert sorted(r["id"] for r in orders.scan().to_arrow().to_pylist()) == [1, 2, 3]
+    [event] = _asset_events(home, "iceberg://lake/ods/orders")
+    assert event == {
+        "pipeline": "shop",
+        "batch_id": 1,
+        "inserted": 3,
+        "updated": 0,
+        "deleted": 0,
+        "dead_lettered": 0,
+        "freshness": "1970-01-01T00:00:22+00:00",
+    }
+    assert _asset_events(home, "iceberg://lake/ods/customers") == []
     orders.delete("id >= 0")  # every row lost: the backfill brings back its intervals' rows
     assert orders.refresh().scan().to_arrow().num_rows == 0
 
@@ -172,7 +228,8 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
         runs = _backfill_runs(home)
         while time.monotonic() < deadline:
             runs = _backfill_runs(home)
-            if len(runs) == 2 and all(state in ("success", "failed") for _, state in runs):
+            finished = all(state in ("success", "failed") for _, state in runs)
+            if len(runs) == 2 and finished and "success" in _runs_of(home, "after_orders"):
                 break
             time.sleep(2)  # polling the metadata database until the runs finish
     finally:
@@ -184,6 +241,8 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
             log.close()
     scheduler_log = (tmp_path / "scheduler.log").read_text()[-4000:]
     assert [state for _, state in runs] == ["success", "success"], (runs, scheduler_log)
+    assert "success" in _runs_of(home, "after_orders"), scheduler_log
+    assert _runs_of(home, "after_customers") == []
 
     # Each run replayed its own day's file: the two days' rows are back, the 22nd's is not.
     rows = catalog.load_table("ods.orders").scan().to_arrow().to_pylist()

@@ -31,6 +31,24 @@ LINDORM_LINES = (
 )
 
 
+ALERT_NOTIFIER = """\
+from pathlib import Path
+
+from airflow.sdk import BaseNotifier
+
+
+class FileNotifier(BaseNotifier):
+    template_fields = ("path",)
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def notify(self, context):
+        Path(self.path).write_text(str(context["exception"]))
+"""
+
+
 def _task_states(airflow_home: Path) -> dict[str, dict[str, str]]:
     """Task states per DAG run, from the metadata database ``airflow dags test`` wrote."""
     with sqlite3.connect(airflow_home / "airflow.db") as db:
@@ -83,10 +101,16 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
                 retries: 0
                 keys:
                   customers: [id]
+                alerts:
+                  dead_letters: true
+                  notifier: alert_notifier.FileNotifier
+                  notifier_args: {{path: "{tmp_path / "alert.txt"}"}}
             """
         ),
         encoding="utf-8",
     )
+    # A real Airflow notifier, importable by the DAG processor and the task (PYTHONPATH below).
+    (tmp_path / "alert_notifier.py").write_text(ALERT_NOTIFIER, encoding="utf-8")
 
     env = {
         **os.environ,
@@ -99,6 +123,9 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
         # spark-submit comes from the pyspark wheel in the venv, and `airflow` must run the
         # venv's interpreter so that PYSPARK_PYTHON (sys.executable at parse time) is the venv's.
         "PATH": os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]),
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p
+        ),
     }
     if home_java:
         env["JAVA_HOME"] = home_java
@@ -152,3 +179,24 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
     [row] = batches.scan().to_arrow().to_pylist()
     assert json.loads(row["summary"]) == summary
     assert row["run_id"] in states and states[row["run_id"]]["apply_batch"] == "success"
+
+    # A batch with a dead letter breaches the pipeline's alerts: the data is applied, the run's
+    # last task fails with one line saying why, and the pipeline's notifier hears of it.
+    (landing / "customers-0002.json").write_text(
+        LINDORM_LINES.splitlines()[0].replace("1004", "1005") + "\nnot json\n", encoding="utf-8"
+    )
+    alerted = airflow(["dags", "test", "ingest_customers"], env, tmp_path)
+    output = alerted.stdout + alerted.stderr
+    finished = [line for line in output.splitlines() if "DagRun Finished" in line]
+    assert finished and "state=failed" in finished[-1], tail(alerted)
+    reason = "pipeline customers batch 2: 1 dead letters (see _cdc_dead_letters)"
+    assert reason in output, tail(alerted)
+    assert (tmp_path / "alert.txt").read_text(encoding="utf-8") == reason
+    [third] = [s for r, s in _task_states(tmp_path / "airflow").items() if r not in states]
+    assert third == {
+        "check_landing": "success",
+        "apply_batch": "success",
+        "batch_summary": "failed",
+    }
+    ids = table.refresh().scan(selected_fields=("id",)).to_arrow().to_pylist()
+    assert sorted(r["id"] for r in ids) == ["1004", "1005"]

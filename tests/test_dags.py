@@ -309,3 +309,75 @@ def test_catalog_connections_are_not_looked_up_while_parsing(tmp_path: Path) -> 
         CatalogConnectionError, match=re.escape("'no_such_catalog_conn' (catalog.conn_id)")
     ):
         catalog_environment(without_aws)
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_apply_batch_emits_table_assets_through_its_pipelines_alias(config_file: Path) -> None:
+    from airflow.sdk import AssetAlias
+
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    bag = dagbag()
+    apply = bag.dags["ingest_orders_ld"].get_task("apply_batch")
+    assert apply.outlets == [AssetAlias(name="cdc_ingest.orders_ld")]
+    # Maintenance changes no row: its DAG has no outlets.
+    assert all(not t.outlets for t in bag.dags["maintain_orders_ld"].tasks)
+
+
+def test_an_asset_event_per_changed_table_with_its_counts() -> None:
+    from cdc_ingest_airflow.assets import table_events, table_uri
+
+    counts = {"inserted": 0, "updated": 0, "deleted": 0, "dead_lettered": 0, "created": False}
+    summary = {
+        "pipeline": "shop",
+        "batch_id": 7,
+        "freshness_ms": 1_700_000_000_000,
+        "tables": {
+            "orders": {**counts, "inserted": 2, "deleted": 1, "dead_lettered": 1},
+            "untouched": {**counts},  # only skipped changes: no event
+            "fresh": {**counts, "created": True},  # created empty by a statement
+        },
+    }
+    assert table_events(summary) == {
+        "fresh": {
+            "pipeline": "shop",
+            "batch_id": 7,
+            "inserted": 0,
+            "updated": 0,
+            "deleted": 0,
+            "dead_lettered": 0,
+            "freshness": "2023-11-14T22:13:20+00:00",
+        },
+        "orders": {
+            "pipeline": "shop",
+            "batch_id": 7,
+            "inserted": 2,
+            "updated": 0,
+            "deleted": 1,
+            "dead_lettered": 1,
+            "freshness": "2023-11-14T22:13:20+00:00",
+        },
+    }
+    assert table_events({**summary, "batch_id": None}) == {}
+    assert table_events({**summary, "dry_run": True}) == {}
+    assert table_uri("lake", "ods", "orders") == "iceberg://lake/ods/orders"
+
+
+def test_alerts_are_validated_and_found_in_a_batch_summary() -> None:
+    from cdc_ingest.alerts_config import AlertsConfigError, breaches, parse_alerts
+
+    alerts = parse_alerts({"max_lag": "15m", "dead_letters": True, "rejected_ddl": True})
+    summary = {"batch_id": 3, "freshness_ms": 1_000_000, "dead_lettered": 2, "ddl_rejected": 1}
+    assert breaches(summary, alerts, now_s=1000 + 901) == [
+        "lag 901 s exceeds max_lag 900 s",
+        "2 dead letters (see _cdc_dead_letters)",
+        "1 DDL statements rejected (see _cdc_ddl_history)",
+    ]
+    calm = {"batch_id": 3, "freshness_ms": 1_000_000, "dead_lettered": 0, "ddl_rejected": 0}
+    assert breaches(calm, alerts, now_s=1000 + 899) == []
+    assert breaches({"batch_id": None}, alerts, now_s=0) == []
+    with pytest.raises(AlertsConfigError, match=r"alerts\.max_lag: '15 minutes' is not a duration"):
+        parse_alerts({"max_lag": "15 minutes"})
+    with pytest.raises(AlertsConfigError, match="unknown key 'lag'"):
+        parse_alerts({"lag": "1m"})
+    with pytest.raises(AlertsConfigError, match="not the import path of a notifier class"):
+        parse_alerts({"notifier": "smtp"})

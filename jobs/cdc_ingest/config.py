@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from cdc_ingest.alerts_config import AlertsConfig, AlertsConfigError, parse_alerts
 from cdc_ingest.catalog.config import (
     IDENTIFIER,
     CatalogConfig,
@@ -54,6 +55,7 @@ PIPELINE_KEYS = (
     "deletes",
     "type_mapping",
     "file_format",
+    "alerts",
 )
 SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 
@@ -96,6 +98,8 @@ class PipelineConfig:
     tables: PipelineTableOptions = field(default_factory=PipelineTableOptions)
     # What the landed files are: JSON lines (default), or Avro or Parquet container files.
     file_format: str = "json"
+    # When a batch fails its DAG run (lag, dead letters, rejected DDL), and who is notified.
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
 
     @property
     def kafka_coordinates(self) -> bool:
@@ -232,6 +236,10 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
             "coordinates come from the file name): envelope must be none"
         )
     try:
+        alerts = parse_alerts(raw.get("alerts"))
+    except AlertsConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    try:
         tables = parse_table_options(raw, where)
     except TableOptionsError as exc:
         raise ConfigError(str(exc)) from None
@@ -252,6 +260,7 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         maintenance=maintenance,
         tables=tables,
         file_format=file_format,
+        alerts=alerts,
     )
 
 

@@ -28,6 +28,8 @@ from cdc_ingest.catalog.properties import env_name, warehouse_s3_properties
 from cdc_ingest.config import PipelineConfig
 from cdc_ingest.landing.zones import ADDRESSING_STYLES, LandingError, S3Access
 
+from cdc_ingest_airflow.assets import emit_table_events, pipeline_alias
+
 
 class CatalogConnectionError(RuntimeError):
     """The catalog's Airflow connection is missing or does not fit the catalog's type."""
@@ -138,6 +140,9 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
     Args:
         aws_conn_id: the landing zone's Airflow AWS connection.
         catalog: the pipelines file's catalog, whose ``conn_id`` and ``aws_conn_id`` are resolved.
+        config_path: the pipelines file, and ``pipeline_name`` the pipeline: once the job is done,
+            one asset event per table its batch changed (``cdc_ingest_airflow.assets``) goes out
+            through the pipeline's asset alias, which the task declares as its outlet.
         **kwargs: as for ``SparkSubmitOperator``.
 
     Connections are resolved in :meth:`execute`, after templates are rendered, so no secret is
@@ -149,11 +154,17 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         *,
         aws_conn_id: str | None = None,
         catalog: CatalogConfig | None = None,
+        config_path: str | None = None,
+        pipeline_name: str | None = None,
+        namespace: str | None = None,
         **kwargs: Any,
     ) -> None:
+        if pipeline_name is not None:
+            kwargs.setdefault("outlets", [pipeline_alias(pipeline_name)])
         super().__init__(**kwargs)
         self.aws_conn_id = aws_conn_id
         self.catalog = catalog
+        self.config_path, self.pipeline_name, self.namespace = config_path, pipeline_name, namespace
 
     def execute(self, context: Any) -> None:
         """Resolve the connections into the environment, then spark-submit."""
@@ -173,3 +184,25 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
                 )
         self.env_vars = env
         super().execute(context)
+        if self.config_path and self.pipeline_name and self.catalog and self.namespace:
+            # lake_state reads the batch's row with pyiceberg (and imports this module).
+            from cdc_ingest.config import load_config
+
+            from cdc_ingest_airflow.lake_state import batch_summary, pending
+            from cdc_ingest_airflow.metrics import send_batch_metrics
+
+            summary = batch_summary(
+                self.config_path, self.pipeline_name, context["run_id"], dry_run=False
+            )
+            uris = emit_table_events(
+                context["outlet_events"],
+                self.pipeline_name,
+                self.catalog.name,
+                self.namespace,
+                summary,
+            )
+            self.log.info("asset events: %s", ", ".join(uris) or "none (no table changed)")
+            if summary.get("batch_id") is not None:
+                waiting = pending(load_config(self.config_path), self.pipeline_name)
+                sent = send_batch_metrics(summary, len(waiting.files))
+                self.log.info("metrics: %d sent through Airflow's metrics client", sent)

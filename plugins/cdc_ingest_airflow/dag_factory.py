@@ -31,7 +31,10 @@ DAGs.
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -39,8 +42,10 @@ from typing import Any
 
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Param
+from airflow.sdk.exceptions import AirflowFailException
 from airflow.timetables.interval import CronDataIntervalTimetable
-from cdc_ingest.config import Config, PipelineConfig, load_config
+from cdc_ingest.alerts_config import breaches
+from cdc_ingest.config import Config, ConfigError, PipelineConfig, load_config
 from cdc_ingest.run.options import RUN_OPTIONS
 
 from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
@@ -61,6 +66,7 @@ TASK_ID = "apply_batch"
 CHECK_TASK_ID = "check_landing"
 SUMMARY_TASK_ID = "batch_summary"
 RETRY_DELAY = timedelta(minutes=2)
+log = logging.getLogger(__name__)
 
 
 def timetable(schedule: str | None) -> CronDataIntervalTimetable | None:
@@ -93,8 +99,41 @@ PARAM_ARGS = [option.template() for option in RUN_OPTIONS]
 def report(
     config_path: str, pipeline_name: str, run_id: str, params: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The ``batch_summary`` task: this run's batch summary, from ``_cdc_batches``."""
-    return batch_summary(config_path, pipeline_name, run_id, bool(params.get("dry_run")))
+    """The ``batch_summary`` task: this run's batch summary, from ``_cdc_batches``.
+
+    Raises:
+        AirflowFailException: with one line naming every threshold of the pipeline's ``alerts``
+            the batch breached (the summary is logged first), so that the run fails and Airflow's
+            failure notifications, callbacks and the pipeline's notifier fire.
+    """
+    summary = batch_summary(config_path, pipeline_name, run_id, bool(params.get("dry_run")))
+    alerts = load_config(config_path).pipeline(pipeline_name).alerts
+    found = breaches(summary, alerts, time.time())
+    if found:
+        log.info("batch summary: %s", summary)
+        raise AirflowFailException(
+            f"pipeline {pipeline_name} batch {summary.get('batch_id')}: " + "; ".join(found)
+        )
+    return summary
+
+
+def alert_callbacks(pipeline: PipelineConfig) -> list[Any]:
+    """The pipeline's notifier (``alerts.notifier``), for the alerting task's failure.
+
+    Raises:
+        ConfigError: when the notifier cannot be imported or built (a DAG import error naming it).
+    """
+    alerts = pipeline.alerts
+    if alerts.notifier is None:
+        return []
+    module_name, _, class_name = alerts.notifier.rpartition(".")
+    try:
+        notifier = getattr(importlib.import_module(module_name), class_name)
+        return [notifier(**alerts.notifier_args)]
+    except (ImportError, AttributeError, TypeError) as exc:
+        raise ConfigError(
+            f"pipeline {pipeline.name!r}: alerts.notifier {alerts.notifier}: {exc}"
+        ) from None
 
 
 def _doc_md(config: Config, pipeline: PipelineConfig, application: Path) -> str:
@@ -147,6 +186,10 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             task_id=TASK_ID,
             aws_conn_id=pipeline.aws_conn_id,
             catalog=config.catalog,
+            # One asset event per table the batch changed (cdc_ingest_airflow.assets).
+            config_path=config_path,
+            pipeline_name=pipeline.name,
+            namespace=pipeline.namespace,
             application=str(application),
             application_args=[
                 "run",
@@ -166,7 +209,14 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             # keeps a backfill's batch and a scheduled batch of one pipeline from overlapping.
             max_active_tis_per_dag=1,
         )
-        summary = PythonOperator(task_id=SUMMARY_TASK_ID, python_callable=report, op_kwargs=where)
+        summary = PythonOperator(
+            task_id=SUMMARY_TASK_ID,
+            python_callable=report,
+            op_kwargs=where,
+            # An alert is a finding about the batch, not a flaky task: never retried.
+            retries=0,
+            on_failure_callback=alert_callbacks(pipeline),
+        )
         check >> apply >> summary
     return dag
 

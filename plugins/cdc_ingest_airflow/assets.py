@@ -1,0 +1,78 @@
+"""Mirrored Iceberg tables as Airflow assets: one event per table a batch changed.
+
+No installed provider defines a URI scheme for Iceberg tables, so the assets follow one documented,
+stable scheme over the catalog, namespace and table names: ``iceberg://<catalog>/<namespace>/<table>``
+(the catalog's name in the pipelines file). A downstream DAG schedules on one table with
+``schedule=[Asset("iceberg://lake/ods/orders")]``. The tables a stream creates are only known at
+run time, so ``apply_batch`` declares an asset alias per pipeline (``cdc_ingest.<pipeline>``) and
+attaches each event to the table's asset through it. Each event's ``extra`` holds the batch's
+counts for that table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk import Asset, AssetAlias
+
+SCHEME = "iceberg"
+
+
+def table_uri(catalog: str, namespace: str, table: str) -> str:
+    """``iceberg://<catalog>/<namespace>/<table>``: the asset of one mirrored table."""
+    return f"{SCHEME}://{catalog}/{namespace}/{table}"
+
+
+def pipeline_alias(pipeline: str) -> AssetAlias:
+    """The alias through which a pipeline's ``apply_batch`` emits its tables' events."""
+    return AssetAlias(name=f"cdc_ingest.{pipeline}")
+
+
+def table_events(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The event ``extra`` of each table the batch changed (rows written, or the table created).
+
+    Args:
+        summary: the batch's ``RunSummary`` as recorded in ``_cdc_batches``.
+    """
+    if summary.get("batch_id") is None or summary.get("dry_run"):
+        return {}
+    freshness_ms = summary.get("freshness_ms")
+    freshness = (
+        dt.datetime.fromtimestamp(freshness_ms / 1000, dt.UTC).isoformat()
+        if isinstance(freshness_ms, int | float)
+        else None
+    )
+    events: dict[str, dict[str, Any]] = {}
+    for name, counts in sorted((summary.get("tables") or {}).items()):
+        changed = sum(int(counts.get(k) or 0) for k in ("inserted", "updated", "deleted"))
+        if not changed and not counts.get("created"):
+            continue
+        events[name] = {
+            "pipeline": summary.get("pipeline"),
+            "batch_id": summary["batch_id"],
+            "inserted": counts.get("inserted", 0),
+            "updated": counts.get("updated", 0),
+            "deleted": counts.get("deleted", 0),
+            "dead_lettered": counts.get("dead_lettered", 0),
+            "freshness": freshness,
+        }
+    return events
+
+
+def emit_table_events(
+    outlet_events: Any,
+    pipeline: str,
+    catalog: str,
+    namespace: str,
+    summary: Mapping[str, Any],
+) -> list[str]:
+    """Add one asset event per changed table to the task's ``outlet_events``; returns the URIs."""
+    alias = outlet_events[pipeline_alias(pipeline)]
+    uris = []
+    for table, extra in table_events(summary).items():
+        uri = table_uri(catalog, namespace, table)
+        alias.add(Asset(uri), extra=extra)
+        uris.append(uri)
+    return uris
