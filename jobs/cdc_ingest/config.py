@@ -225,11 +225,6 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         raise ConfigError(
             f"{where}: file_format {file_format!r} must be one of {', '.join(FILE_FORMATS)}"
         )
-    if file_format != "json" and not landing.startswith("file://"):
-        raise ConfigError(
-            f"{where}: file_format {file_format} is read by Spark's {file_format} source, from a "
-            "file:// landing zone (s3:// landing zones hold JSON lines)"
-        )
     if file_format != "json" and envelope != "none":
         raise ConfigError(
             f"{where}: file_format {file_format} records are message values (their Kafka "

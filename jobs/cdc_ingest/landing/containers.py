@@ -2,10 +2,11 @@
 
 Kafka Connect's S3 sinks (Confluent's, Aiven's) write one container file per topic partition and
 flush, named ``<topic>+<partition>+<startOffset>.<ext>``, each record a message value with the
-writer schema in the file. Spark's Avro and Parquet sources read them, one file per partition so
-that a record's position in its file is its row in the partition; each record becomes the JSON
-text its JSON form would carry (``to_json``), so the formats' decoders apply unchanged, and its
-Kafka offset is the file's start offset plus its position.
+writer schema in the file. ``container_sources`` reads them (Spark's Avro and Parquet sources,
+or Python workers for S3 objects) with each record's position in its file; each record becomes
+the JSON text its JSON form would carry (``to_json``), so the formats' decoders apply unchanged,
+and its Kafka offset is the file's start offset plus its position. A record's key, where the
+sink stored it in a keys companion file, is the record's Kafka key.
 
 A format whose messages may embed a Kafka Connect schema (Debezium's) gets one derived from the
 file's writer schema (Avro's own, or the ``parquet.avro.schema`` that parquet-avro writers keep):
@@ -21,14 +22,21 @@ import functools
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from cdc_ingest.landing.container_sources import (
+    FILE_IDX,
+    FILE_NAME,
+    LINE,
+    container_frames,
+    container_head,
+    exists,
+)
 from cdc_ingest.landing.reader import ONE_FILE_PER_PARTITION
-from cdc_ingest.landing.zones import LandedFile
+from cdc_ingest.landing.zones import LandedFile, S3Access, companion_uri, s3_etag
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,7 +44,6 @@ if TYPE_CHECKING:
 # topic+partition+startOffset.avro, as Confluent's and Aiven's S3 sinks name their files.
 # Groups: topic, partition, start offset (Java's regex syntax, as Spark's regexp_extract reads it).
 CONNECT_FILE_NAME = r"^(.+)\+(\d+)\+(\d+)\.\w+$"
-_ROW_BITS = 33
 _AVRO_PRIMITIVES = {
     "int": "int32",
     "long": "int64",
@@ -55,19 +62,9 @@ _LOGICAL_NAMES = {
 }
 
 
-def writer_schema(path: str, file_format: str) -> dict[str, Any] | None:
+def writer_schema(uri: str, file_format: str, s3: S3Access | None = None) -> dict[str, Any] | None:
     """The Avro schema a file was written with (Parquet: parquet-avro's copy), or None."""
-    if file_format == "avro":
-        import fastavro
-
-        with open(path, "rb") as handle:
-            text = fastavro.reader(handle).metadata.get("avro.schema")
-    else:
-        import pyarrow.parquet as pq
-
-        metadata = pq.read_metadata(path).metadata or {}
-        raw = metadata.get(b"parquet.avro.schema")
-        text = raw.decode("utf-8") if raw else None
+    text = container_head(uri, file_format, s3)[1]
     parsed = json.loads(text) if text else None
     return parsed if isinstance(parsed, dict) else None
 
@@ -130,31 +127,12 @@ def _as_connect_json(column: Column, data_type: T.DataType) -> Column | None:
     return None
 
 
-def _read_group(
-    spark: SparkSession,
-    files: list[tuple[int, str]],
-    file_format: str,
-    schema_json: str | None,
-) -> DataFrame:
-    """Files sharing one writer schema, as records."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    paths, file_index = [], []
-    for idx, uri in files:
-        path = unquote(urlparse(uri).path)
-        paths.append(path)
-        hadoop_uri = jvm.org.apache.hadoop.fs.Path(jvm.java.io.File(path).toURI()).toUri()
-        file_index += [F.lit(hadoop_uri.toString()), F.lit(idx)]
-    # Parquet files without a writer schema of their own are read with their columns merged.
-    frame = spark.read.format(file_format).option("mergeSchema", "true").load(paths)
-    partition_base = F.spark_partition_id().cast("bigint") * (1 << _ROW_BITS)
-    scanned = F.col("_metadata.file_path")
-    unknown = F.raise_error(F.concat(F.lit("read a file the batch does not name: "), scanned))
+def _records(frame: DataFrame, schema_json: str | None) -> DataFrame:
+    """A container frame's records as ``to_records`` columns: the JSON each record's JSON form
+    carries and its Kafka coordinates."""
+    own = [f for f in frame.schema.fields if f.name not in (FILE_IDX, LINE, FILE_NAME)]
     record = F.struct(
-        *[
-            (_as_connect_json(F.col(f.name), f.dataType) or F.col(f.name)).alias(f.name)
-            for f in frame.schema.fields
-        ]
+        *[(_as_connect_json(F.col(f.name), f.dataType) or F.col(f.name)).alias(f.name) for f in own]
     )
     payload = F.to_json(record)
     value = (
@@ -162,17 +140,16 @@ def _read_group(
         if schema_json is not None
         else payload
     )
-    name = F.regexp_extract(F.col("_metadata.file_name"), CONNECT_FILE_NAME, 0)
+    file_name = F.col(FILE_NAME)
+    name = F.regexp_extract(file_name, CONNECT_FILE_NAME, 0)
     coordinates = {
-        part: F.regexp_extract(F.col("_metadata.file_name"), CONNECT_FILE_NAME, group)
+        part: F.regexp_extract(file_name, CONNECT_FILE_NAME, group)
         for part, group in (("topic", 1), ("partition", 2), ("offset", 3))
     }
-    line = F.monotonically_increasing_id() - partition_base + 1
+    line = F.col(LINE)
     return frame.select(
-        F.coalesce(F.element_at(F.create_map(*file_index), scanned), unknown)
-        .cast("int")
-        .alias("_cdc_file_idx"),
-        line.alias("_cdc_line"),
+        F.col(FILE_IDX),
+        line,
         value.alias("raw"),
         F.lit(None).cast("string").alias("key"),
         value.alias("value"),
@@ -184,6 +161,24 @@ def _read_group(
     )
 
 
+def _keys(frame: DataFrame, file_format: str, schema: dict[str, Any] | None) -> DataFrame:
+    """A keys companion's records as the key text each record's JSON form carries: a struct's
+    JSON object, a primitive's text (Parquet companions wrap the key in a ``key`` field)."""
+    own = [f for f in frame.schema.fields if f.name not in (FILE_IDX, LINE, FILE_NAME)]
+    if file_format == "parquet" and [f.name for f in own] == ["key"]:
+        column, data_type = F.col("key"), own[0].dataType
+    elif len(own) == 1 and (schema or {}).get("type") != "record":
+        column, data_type = F.col(own[0].name), own[0].dataType
+    else:
+        data_type = T.StructType(own)
+        column = F.struct(*[F.col(f.name) for f in own])
+    if isinstance(data_type, T.StructType):
+        key = F.to_json(_as_connect_json(column, data_type) or column)
+    else:
+        key = column.cast("string")
+    return frame.select(F.col(FILE_IDX), F.col(LINE), key.alias("_cdc_kafka_key"))
+
+
 def read_container_records(
     spark: SparkSession,
     files: Sequence[str | LandedFile],
@@ -193,34 +188,49 @@ def read_container_records(
 ) -> DataFrame:
     """Every record of the given Avro or Parquet files, with the columns of ``to_records``.
 
-    Files are read in groups of one writer schema (a source's schema changes between files);
     ``embed_connect_schema`` wraps each record with the Connect schema of its file's writer
-    schema (see the module's docstring).
+    schema (see the module's docstring). A file with a keys companion (``t+0+42.keys.avro``,
+    Confluent's ``store.kafka.keys``) gives each record the key stored for it.
     """
     for key, setting in ONE_FILE_PER_PARTITION.items():
         spark.conf.set(key, setting)
-    uris = [f.uri if isinstance(f, LandedFile) else f for f in files]
-    groups: dict[str, list[tuple[int, str]]] = {}
-    schemas: dict[str, dict[str, Any] | None] = {}
-    for idx, uri in enumerate(uris):
-        if idx in leave_out:
-            continue
-        schema = writer_schema(unquote(urlparse(uri).path), file_format)
-        text = json.dumps(schema, sort_keys=True)
-        schemas[text] = schema
-        groups.setdefault(text, []).append((idx, uri))
-    parts = []
-    for text, group in groups.items():
-        schema = schemas[text]
-        envelope = None
-        if embed_connect_schema and schema is not None:
-            envelope = json.dumps(connect_schema(schema), separators=(",", ":"))
-        parts.append(_read_group(spark, group, file_format, envelope))
-    if not parts:
+    landed = [f if isinstance(f, LandedFile) else LandedFile(f, 0) for f in files]
+    chosen = [
+        (idx, f.uri, s3_etag(f.fingerprint)) for idx, f in enumerate(landed) if idx not in leave_out
+    ]
+    if not chosen:
         return spark.createDataFrame(
             [],
             "_cdc_file_idx int, _cdc_line bigint, raw string, key string, value string, "
             "kafka_topic string, kafka_partition int, kafka_offset bigint, "
             "kafka_timestamp bigint, read_error string",
         )
-    return functools.reduce(DataFrame.unionByName, parts)
+    parts = []
+    for frame, schema in container_frames(spark, chosen, file_format):
+        envelope = None
+        if embed_connect_schema and schema is not None:
+            envelope = json.dumps(connect_schema(schema), separators=(",", ":"))
+        parts.append(_records(frame, envelope))
+    records = functools.reduce(DataFrame.unionByName, parts)
+    companions = [
+        (idx, key_uri, None)
+        for idx, uri, _ in chosen
+        if exists(key_uri := companion_uri(uri, ".keys"))
+    ]
+    if not companions:
+        return records
+    keys = functools.reduce(
+        DataFrame.unionByName,
+        [
+            _keys(frame, file_format, schema)
+            for frame, schema in container_frames(spark, companions, file_format)
+        ],
+    )
+    columns = records.columns
+    joined = records.join(keys, [FILE_IDX, LINE], "left")
+    return joined.select(
+        *[
+            F.coalesce("_cdc_kafka_key", "key").alias("key") if c == "key" else F.col(c)
+            for c in columns
+        ]
+    )

@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdc_ingest.landing.zones import LandedFile, S3Access, iter_lines, read_bytes
+from cdc_ingest.landing.zones import LandedFile, S3Access, iter_lines, read_bytes, s3_etag
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -229,7 +229,7 @@ def _read_python(spark: SparkSession, files: list[tuple[int, LandedFile]]) -> Da
         return _lines_batches(batches, s3)
 
     tasks = [
-        [(i, f.uri, _etag(f.fingerprint) if f.uri.startswith("s3://") else None) for i, f in group]
+        [(i, f.uri, s3_etag(f.fingerprint)) for i, f in group]
         for group in _tasks(files, spark.sparkContext.defaultParallelism)
     ]
     # parallelize splits a list into slices by position only: each task's files are one element,
@@ -239,12 +239,6 @@ def _read_python(spark: SparkSession, files: list[tuple[int, LandedFile]]) -> Da
         "file_idx int, uri string, etag string",
     )
     return plan.mapInArrow(lines_batches, LINES_SCHEMA)
-
-
-def _etag(fingerprint: str | None) -> str | None:
-    if fingerprint is None or not fingerprint.startswith("etag:"):
-        return None
-    return '"' + fingerprint.removeprefix("etag:") + '"'
 
 
 def to_records(lines: DataFrame, envelope: str) -> DataFrame:

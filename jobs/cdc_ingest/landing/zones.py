@@ -18,6 +18,10 @@ from urllib.parse import unquote, urlparse
 LANDED_SUFFIXES = (".json", ".jsonl", ".txt")
 # A landing zone's file format (the pipeline's ``file_format``) -> the names of its files.
 FILE_SUFFIXES = {"json": LANDED_SUFFIXES, "avro": (".avro",), "parquet": (".parquet",)}
+# Confluent's S3 sink writes a record's key and headers, when asked to (``store.kafka.keys``,
+# ``store.kafka.headers``), into companion files named after the values' file:
+# ``t+0+42.keys.avro`` and ``t+0+42.headers.avro`` beside ``t+0+42.avro``, record for record.
+COMPANION_VIEWS = (".keys", ".headers")
 HASH_CHUNK = 8 * 1024 * 1024
 
 
@@ -47,12 +51,27 @@ class LandedFile:
 
 def is_landed_name(name: str, file_format: str = "json") -> bool:
     """Whether a file name is a topic dump: .json, .jsonl or .txt, optionally gzipped (``json``),
-    .avro (``avro``) or .parquet (``parquet``); hidden files never are."""
+    .avro (``avro``) or .parquet (``parquet``); hidden files and a sink's key and header
+    companions never are."""
     lowered = name.lower()
     if lowered.endswith(".gz") and file_format == "json":
         lowered = lowered[:-3]
     suffixes = FILE_SUFFIXES[file_format]
+    if file_format != "json" and companion_view(lowered) is not None:
+        return False
     return lowered.endswith(suffixes) and not os.path.basename(lowered).startswith(".")
+
+
+def companion_view(name: str) -> str | None:
+    """``.keys`` or ``.headers`` for a companion file of a sink's values file, else None."""
+    stem = name.rsplit(".", 1)[0]
+    return next((view for view in COMPANION_VIEWS if stem.lower().endswith(view)), None)
+
+
+def companion_uri(uri: str, view: str) -> str:
+    """The ``view`` companion of a values file: ``t+0+42.avro`` → ``t+0+42.keys.avro``."""
+    stem, extension = uri.rsplit(".", 1)
+    return f"{stem}{view}.{extension}"
 
 
 # Where the job's S3 settings came from, for error messages; set by the Airflow task that resolved
@@ -198,6 +217,13 @@ def _list_s3(landing: str, access: S3Access, file_format: str = "json") -> list[
             f"{access.source}: {exc}"
         ) from exc
     return sorted(files, key=lambda f: f.uri)
+
+
+def s3_etag(fingerprint: str | None) -> str | None:
+    """The ETag an S3 object was listed with (its fingerprint), quoted as S3 compares it."""
+    if fingerprint is None or not fingerprint.startswith("etag:"):
+        return None
+    return '"' + fingerprint.removeprefix("etag:") + '"'
 
 
 def read_bytes(uri: str, s3: S3Access | None = None, etag: str | None = None) -> bytes:
