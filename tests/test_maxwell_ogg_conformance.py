@@ -277,3 +277,110 @@ def test_paimon_ogg_cdc_operations_step_by_step(lake):
         )
         assert lake.run("event").dead_lettered == 0
         assert as_text(lake, "event", case["columns"]) == printed(step["rows"]), step["file"]
+
+
+# --- Paimon's database cases (KafkaSyncDatabaseActionITCase, maxwell and ogg) -----------------
+
+PAIMON_DATABASE_CASES = PAIMON / "maxwell-ogg-database-cases.expected.json"
+PAIMON_PREFIXES = {"maxwell-json": "maxwell", "ogg-json": "ogg"}
+
+
+def database_file(fmt: str, name: str):
+    prefix = PAIMON_PREFIXES[fmt]
+    return PAIMON_KAFKA / prefix / "database" / name.format(format=prefix)
+
+
+@pytest.mark.parametrize("fmt", sorted(PAIMON_PREFIXES))
+def test_paimon_table_prefix_and_suffix_are_the_table_template(lake, fmt):
+    """testTableAffixOneTopic: both topics' files, then their second files adding a column."""
+    case = expected(PAIMON_DATABASE_CASES)["table_affix"]
+    config = case["config"]
+    lake.add_pipeline(
+        "affix",
+        fmt,
+        table=f"{config['table_prefix']}{{table}}{config['table_suffix']}",
+        include_tables=config["including_tables"],
+    )
+    for step_index, step in enumerate(case["steps"]):
+        for index, name in enumerate(step["files"]):
+            lake.land("affix", f"{step_index}-{index}.txt", json_lines(database_file(fmt, name)))
+        assert lake.run("affix").dead_lettered == 0
+        for table, want in step["tables"].items():
+            assert as_text(lake, table, want["columns"]) == printed(want["rows"]), table
+
+
+@pytest.mark.parametrize("fmt", sorted(PAIMON_PREFIXES))
+def test_paimon_including_and_excluding_tables(lake, fmt):
+    """testIncludingTables, testExcludingTables, testIncludingAndExcludingTables: the tables a
+    pipeline mirrors, the others' messages counted apart."""
+    case = expected(PAIMON_DATABASE_CASES)["including_excluding"]
+    lines = json_lines(database_file(fmt, case["file"]))
+    for index, filters in enumerate(case["cases"]):
+        namespace = f"filtered{index}"
+        options = {"include_tables": filters["including"], "exclude_tables": filters["excluding"]}
+        lake.add_pipeline(
+            namespace,
+            fmt,
+            namespace=namespace,
+            **{key: value for key, value in options.items() if value is not None},
+        )
+        lake.land(namespace, "a.txt", lines)
+        summary = lake.run(namespace)
+        assert (summary.dead_lettered, summary.excluded_table_messages) == (
+            0,
+            len(filters["absent"]),
+        ), filters
+        assert summary.unaccounted() == []
+        tables = {
+            r["tableName"]
+            for r in lake.spark.sql(f"SHOW TABLES IN {lake.catalog}.{namespace}").collect()
+        }
+        assert sorted(t for t in tables if not t.startswith("_cdc")) == sorted(filters["exist"])
+
+
+def test_paimon_ogg_names_differing_in_case_are_one_table_and_column(lake):
+    """KafkaOggSyncDatabaseActionITCase.testCaseInsensitive: ``T1`` with ``ID``/``id`` and
+    ``WEIGHT``/``weight`` across messages is one table ``t1`` of four columns (Paimon's
+    case-sensitive=false is ``column_names: lowercase``)."""
+    case = expected(PAIMON_DATABASE_CASES)["case_insensitive"]
+    lake.add_pipeline("cases", "ogg-json", column_names="lowercase")
+    lake.land("cases", "a.txt", json_lines(database_file("ogg-json", case["file"])))
+    assert lake.run("cases").dead_lettered == 0
+    columns = [f.name.lower() for f in lake.table(case["table"]).schema]
+    assert [c for c in columns if not c.startswith("_cdc")] == case["columns"]
+    assert as_text(lake, case["table"], case["columns"]) == printed(case["rows"])
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ("include_tables: 'a(b'", "include_tables 'a\\(b' is not a regular expression"),
+        ("exclude_tables: ''", "exclude_tables must be a regular expression"),
+        ("column_names: upper", "column_names 'upper' must be one of as-sent, lowercase"),
+    ],
+)
+def test_table_filters_and_column_names_are_validated(tmp_path, keys, message):
+    from cdc_ingest.config import ConfigError, load_config
+
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(
+        "catalog: {name: lake, uri: 'sqlite:////tmp/x.db', warehouse: 'file:///tmp/w'}\n"
+        "pipelines:\n  - {name: p, format: ogg-json, namespace: ods, landing: 'file:///l', "
+        + keys
+        + "}\n"
+    )
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_lowercase_column_names_apply_to_configured_keys(tmp_path):
+    from cdc_ingest.config import load_config
+
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(
+        "catalog: {name: lake, uri: 'sqlite:////tmp/x.db', warehouse: 'file:///tmp/w'}\n"
+        "pipelines:\n  - {name: p, format: ogg-json, namespace: ods, landing: 'file:///l', "
+        "column_names: lowercase, keys: {T1: [ID]}}\n"
+    )
+    [pipeline] = load_config(path).pipelines
+    assert pipeline.keys == {"T1": ("id",)}

@@ -44,6 +44,8 @@ PIPELINE_KEYS = (
     "envelope",
     "namespace",
     "table",
+    "include_tables",
+    "exclude_tables",
     "keys",
     "schedule",
     "retries",
@@ -56,8 +58,11 @@ PIPELINE_KEYS = (
     "type_mapping",
     "file_format",
     "alerts",
+    "column_names",
 )
 SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
+TABLE_FILTERS = ("include_tables", "exclude_tables")
+COLUMN_NAME_MODES = ("as-sent", "lowercase")
 
 
 __all__ = ["CatalogConfig", "Config", "ConfigError", "PipelineConfig", "is_secret", "load_config"]
@@ -85,6 +90,11 @@ class PipelineConfig:
     namespace: str
     envelope: str = "none"
     table: str = "{table}"
+    # Regular expressions a source table's name must match whole (include) or not (exclude).
+    include_tables: str | None = None
+    exclude_tables: str | None = None
+    # as-sent, or lowercase: every column name as its lowercase (configured keys included).
+    column_names: str = "as-sent"
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     schedule: str | None = None
     retries: int = 2
@@ -198,6 +208,15 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
                 f"{where}: table template {table!r} uses {{{placeholder}}}; "
                 f"allowed: {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
             )
+    table_filters = {key: _table_pattern(raw, key, where) for key in TABLE_FILTERS}
+    column_names = str(raw.get("column_names", "as-sent"))
+    if column_names not in COLUMN_NAME_MODES:
+        raise ConfigError(
+            f"{where}: column_names {column_names!r} must be one of {', '.join(COLUMN_NAME_MODES)}"
+        )
+    keys = _parse_keys(raw.get("keys"), where)
+    if column_names == "lowercase":
+        keys = {table: tuple(c.lower() for c in columns) for table, columns in keys.items()}
     retries = raw.get("retries", 2)
     if not isinstance(retries, int) or retries < 0:
         raise ConfigError(f"{where}: retries must be a non-negative integer")
@@ -245,7 +264,9 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         namespace=namespace,
         envelope=envelope,
         table=table,
-        keys=_parse_keys(raw.get("keys"), where),
+        **table_filters,
+        column_names=column_names,
+        keys=keys,
         schedule=None if schedule in (None, "", "none", "None") else str(schedule),
         retries=retries,
         options=options,
@@ -257,6 +278,22 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         file_format=file_format,
         alerts=alerts,
     )
+
+
+def _table_pattern(raw: dict[str, Any], key: str, where: str) -> str | None:
+    """A table filter: a regular expression a source table's whole name is matched against."""
+    pattern = raw.get(key)
+    if pattern is None:
+        return None
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(f"{where}: {key} must be a regular expression (a string)")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{where}: {key} {pattern!r} is not a regular expression: {exc}") from (
+            None
+        )
+    return pattern
 
 
 def _parse_options(raw: dict[str, Any], fmt: str, where: str) -> dict[str, Any]:

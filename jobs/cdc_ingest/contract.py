@@ -51,6 +51,8 @@ DDL = "ddl"
 KINDS = (UPSERT, DELETE, NOOP, DDL)
 # Kind of a Kafka record whose offset an earlier batch applied (set after decoding).
 DUPLICATE = "duplicate"
+# Kind of a change to a source table the pipeline does not mirror (include_tables, exclude_tables).
+EXCLUDED = "excluded"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from cdc_ingest.contract import DDL, DELETE, DUPLICATE, NOOP, UPSERT
+from cdc_ingest.contract import DDL, DELETE, DUPLICATE, EXCLUDED, NOOP, UPSERT
 from cdc_ingest.schema.inference import image_sample
 from cdc_ingest.schema.target import TargetInventory
 from cdc_ingest.state.summary import RunSummary
@@ -169,6 +169,8 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             summary.ddl_recorded += row["count"]
         elif row["_cdc_kind"] == DUPLICATE:
             summary.already_applied += row["count"]
+        elif row["_cdc_kind"] == EXCLUDED:
+            summary.excluded_table_messages += row["count"]
         if row["before_half_of"]:
             before_halves.add(row["before_half_of"])
         if row["target"] is None:

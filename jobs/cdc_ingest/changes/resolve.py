@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from cdc_ingest.contract import DELETE, DUPLICATE, UPSERT
+from cdc_ingest.contract import DELETE, DUPLICATE, EXCLUDED, UPSERT
 from cdc_ingest.schema.names import MAX_TABLE_NAME_BYTES, target_name
 from cdc_ingest.state.lake import OffsetRange
 
@@ -96,6 +96,19 @@ def mark_applied_offsets(
         .drop("r_topic", "r_partition", "r_min", "r_max")
         .dropDuplicates(["_cdc_file_idx", "_cdc_line"])
     )
+
+
+def excluded_source(pipeline: PipelineConfig) -> Column | None:
+    """Whether a message's source table is one the pipeline does not mirror (its name matched
+    whole against ``include_tables`` and ``exclude_tables``), or None when every table is."""
+    table = F.col("src_table")
+    excluded = None
+    if pipeline.include_tables is not None:
+        excluded = table.isNotNull() & ~table.rlike(f"^(?:{pipeline.include_tables})$")
+    if pipeline.exclude_tables is not None:
+        matched = F.coalesce(table.rlike(f"^(?:{pipeline.exclude_tables})$"), F.lit(False))
+        excluded = matched if excluded is None else excluded | matched
+    return excluded
 
 
 def resolve_changes(
@@ -205,9 +218,16 @@ def resolve_changes(
     if deletes_without_table:
         tableless = (F.col("kind") == DELETE) & F.col("src_table").isNull()
         target = F.when(~tableless, target)
+    excluded = excluded_source(pipeline)
+    if excluded is not None:
+        # Whatever a message of a table not mirrored holds, it is not this pipeline's to judge.
+        error = F.when(~excluded, error).otherwise(F.col("read_error"))
+    kind = F.when(applied, F.lit(DUPLICATE))
+    if excluded is not None:
+        kind = kind.when(excluded, F.lit(EXCLUDED))
     return keyed.select(
         *decoded.columns,
-        F.when(applied, F.lit(DUPLICATE)).otherwise(F.col("kind")).alias("_cdc_kind"),
+        kind.otherwise(F.col("kind")).alias("_cdc_kind"),
         target.alias("_cdc_target"),
         source_name().alias("_cdc_source"),
         keys,

@@ -37,7 +37,10 @@ def format_names() -> tuple[str, ...]:
 
 
 def load_decoder(
-    name: str, options: dict[str, Any] | None = None, bound_table: str | None = None
+    name: str,
+    options: dict[str, Any] | None = None,
+    bound_table: str | None = None,
+    lowercase_columns: bool = False,
 ) -> Decoder:
     """An instance of the decoder registered under ``name``.
 
@@ -45,6 +48,7 @@ def load_decoder(
         name: a registered format.
         options: the pipeline's format options, as :mod:`cdc_ingest.formats.options` parsed them.
         bound_table: the pipeline's one target table, if its ``table:`` names one (see Decoder).
+        lowercase_columns: column names as their lowercase (``column_names: lowercase``).
 
     Raises:
         KeyError: for an unregistered name, listing the registered ones.
@@ -62,4 +66,5 @@ def load_decoder(
             f"(pip install cdc-ingest) ({exc})"
         ) from exc
     decoder: Decoder = getattr(module, class_name)(options or {}, bound_table)
+    decoder.lowercase_columns = lowercase_columns
     return decoder

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from cdc_ingest.contract import TypeHint
+from cdc_ingest.contract import ColumnType, TypeHint
 from cdc_ingest.formats.common import JSON_OPTIONS
 
 if TYPE_CHECKING:
@@ -58,6 +58,9 @@ class Decoder(ABC):
         """
         self.options: dict[str, Any] = dict(options or {})
         self.bound_table = bound_table
+        # ``column_names: lowercase``: every column name as its lowercase (Paimon's
+        # case-sensitive=false), so that ``ID`` and ``id`` across messages are one column.
+        self.lowercase_columns = False
 
     def source_table(self, table: Column) -> Column:
         """The message's table name, or the bound table for a message that names none."""
@@ -80,6 +83,47 @@ class Decoder(ABC):
     def type_hint(self, schema_hint: str) -> TypeHint | None:
         """Column types declared by one distinct ``schema_hint`` value, or None to infer them."""
         return None
+
+    def decode_changes(self, records: DataFrame) -> DataFrame:
+        """:meth:`decode`, with column names as the pipeline spells them."""
+        decoded = self.decode(records)
+        return lowercase_column_names(decoded) if self.lowercase_columns else decoded
+
+    def column_types(self, schema_hint: str) -> TypeHint | None:
+        """:meth:`type_hint`, with column names as the pipeline spells them."""
+        hint = self.type_hint(schema_hint)
+        if hint is None or not self.lowercase_columns:
+            return hint
+        columns: dict[str, ColumnType] = {}
+        for name, column_type in hint.columns.items():
+            columns.setdefault(name.lower(), column_type)
+        return TypeHint(columns, hint.default)
+
+
+def lowercase_column_names(decoded: DataFrame) -> DataFrame:
+    """Row images, key values and key names with lowercase column names; a message naming one
+    column in two spellings (``ID`` and ``id``) is an error rather than a guess."""
+    images = ("image", "key_values", "before")
+    clash = F.lit(False)
+    for name in images:
+        keys = F.map_keys(name)
+        lowered = F.transform(keys, lambda k: F.lower(k))
+        clash = clash | (F.size(F.array_distinct(lowered)) < F.size(keys))
+    error = F.when(
+        F.col("error").isNull() & F.coalesce(clash, F.lit(False)),
+        F.lit(
+            "the message names a column in two spellings that differ only in case "
+            "(column_names: lowercase)"
+        ),
+    ).otherwise(F.col("error"))
+    ok = F.col("error").isNull() & ~F.coalesce(clash, F.lit(False))
+    lowered_columns = {
+        name: F.when(ok, F.transform_keys(name, lambda k, _: F.lower(k))).otherwise(F.col(name))
+        for name in images
+    }
+    lowered_columns["key_names"] = F.transform("key_names", lambda k: F.lower(k))
+    lowered_columns["error"] = error
+    return decoded.withColumns(lowered_columns)
 
 
 # A check of a message: (when, why). The first check that holds decides; a reason of None means

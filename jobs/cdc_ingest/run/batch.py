@@ -140,7 +140,12 @@ def open_run(
     A run that writes makes sure the namespace's system tables exist; a dry run only looks.
     """
     pipeline = config.pipeline(pipeline_name)
-    decoder = load_decoder(pipeline.format, pipeline.options, pipeline.bound_table)
+    decoder = load_decoder(
+        pipeline.format,
+        pipeline.options,
+        pipeline.bound_table,
+        lowercase_columns=pipeline.column_names == "lowercase",
+    )
     listing = list_landed(pipeline.landing, file_format=pipeline.file_format)
     catalog = config.catalog.name
     configure_catalog(spark, config.catalog)
@@ -222,7 +227,7 @@ def decode(run: RunContext, landed: DataFrame) -> DataFrame:
     records = landed
     if run.pipeline.kafka_coordinates:
         records = mark_applied_offsets(records, run.spark, run.state.offset_ranges)
-    return run.decoder.decode(records)
+    return run.decoder.decode_changes(records)
 
 
 def resolve(run: RunContext, mode: RunMode, plan: BatchPlan, decoded: DataFrame) -> DataFrame:

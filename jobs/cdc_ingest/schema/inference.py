@@ -73,7 +73,14 @@ def _json_schema(spark: SparkSession, lines: DataFrame) -> T.StructType:
 
 
 def _types(schema: T.StructType, wanted: set[str]) -> dict[str, ColumnType]:
-    return {f.name: inferred_type(f.dataType) for f in schema.fields if f.name in wanted}
+    """Inferred types of the wanted columns; a name not in the sampled JSON as such is looked up
+    without case (with ``column_names: lowercase`` the JSON keeps the source's spelling)."""
+    exact = {f.name: f.dataType for f in schema.fields}
+    folded: dict[str, T.DataType] = {}
+    for f in schema.fields:
+        folded.setdefault(f.name.lower(), f.dataType)
+    found = {w: exact.get(w, folded.get(w.lower())) for w in wanted}
+    return {w: inferred_type(t) for w, t in found.items() if t is not None}
 
 
 class TypeInference:

@@ -144,7 +144,7 @@ def prepare_target(
     options = options or TableOptions()
     computed_names = set(options.computed_columns)
     identifier = qualified(catalog, namespace, inventory.name)
-    hints = [h for h in (decoder.type_hint(text) for text in inventory.hints) if h is not None]
+    hints = [h for h in (decoder.column_types(text) for text in inventory.hints) if h is not None]
     declared, default = _declared(hints)
     # Declared columns come first, in the schema's order.
     columns = [c for c in declared if c in inventory.columns or not inventory.columns]

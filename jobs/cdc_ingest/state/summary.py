@@ -90,6 +90,8 @@ class RunSummary:
     only_tables: list[str] = field(default_factory=list)
     skipped_tables: dict[str, str] = field(default_factory=dict)  # table -> why not applied
     skipped_table_messages: int = 0  # changes aimed at the tables this run does not apply
+    # Messages of source tables the pipeline does not mirror (include_tables, exclude_tables).
+    excluded_table_messages: int = 0
     max_files: int | None = None
     deferred_files: int = 0
     # A replay or rebuild batch: {"mode", the range or tables, "files_not_landed",
@@ -123,8 +125,9 @@ class RunSummary:
         """Where the counts do not add up; empty when every record's fate is counted once.
 
         Records = messages + dead letters; messages = changing no row + already applied + aimed
-        at tables this run skips + each table's messages (deletes naming no table count once,
-        whichever tables they were aimed at); a table's messages = the sum of its fates.
+        at tables this run skips or the pipeline does not mirror + each table's messages (deletes
+        naming no table count once, whichever tables they were aimed at); a table's messages =
+        the sum of its fates.
         """
         problems: list[str] = []
         if self.records != self.messages + self.dead_lettered:
@@ -137,6 +140,7 @@ class RunSummary:
             self.no_row_change
             + self.already_applied
             + self.skipped_table_messages
+            + self.excluded_table_messages
             + sum(t.messages for t in self.tables.values())
             - (aimed - 1) * self.deletes_without_table
         )
@@ -229,6 +233,11 @@ class RunSummary:
             lines.append(
                 f"  {self.no_row_change} messages change no row (tombstone/control/DDL), "
                 f"{self.already_applied} already applied (Kafka offsets)"
+            )
+        if self.excluded_table_messages:
+            lines.append(
+                f"  {self.excluded_table_messages} messages of source tables this pipeline does "
+                "not mirror (include_tables, exclude_tables)"
             )
         if self.ddl_recorded:
             lines.append(
