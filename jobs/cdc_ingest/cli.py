@@ -151,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     wait=pipeline.maintenance.lock_wait,
                 )
             )
-        spark = build_session(config.catalog, app_name=f"cdc-ingest-{pipeline.name}")
+        spark = build_session(
+            config.catalog, app_name=f"cdc-ingest-{pipeline.name}", lineage=config.lineage
+        )
         # Shared: other ingest runs of the namespace go on; maintenance waits for them all.
         with namespace_lock(
             config.catalog,

@@ -22,6 +22,7 @@ from cdc_ingest.catalog.config import (
     parse_catalog,
 )
 from cdc_ingest.landing.landed_time import LandedAt, LandedAtError, parse_landed_at
+from cdc_ingest.lineage import LineageConfig, LineageConfigError, parse_lineage
 from cdc_ingest.maintenance_config import (
     MaintenanceConfig,
     MaintenanceConfigError,
@@ -146,6 +147,7 @@ class Config:
     catalog: CatalogConfig
     pipelines: tuple[PipelineConfig, ...]
     spark: SparkConfig = field(default_factory=SparkConfig)
+    lineage: LineageConfig | None = None  # OpenLineage, off unless configured
 
     def pipeline(self, name: str) -> PipelineConfig:
         """The pipeline called ``name``, or a ConfigError listing the ones that exist."""
@@ -359,4 +361,8 @@ def load_config(path: str | Path) -> Config:
         conn_id=str(spark_raw.get("conn_id", "spark_local")),
         conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()},
     )
-    return Config(path=path, catalog=catalog, pipelines=pipelines, spark=spark)
+    try:
+        lineage = parse_lineage(raw.get("lineage"))
+    except LineageConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return Config(path=path, catalog=catalog, pipelines=pipelines, spark=spark, lineage=lineage)

@@ -74,6 +74,12 @@ JOB_ARTIFACTS = (
 )
 
 
+# Resolved with the job's jars, loaded only when a pipelines file asks (cdc_ingest.lineage): the
+# OpenLineage Spark integration, the newest release whose dependencies resolve here (1.38 to 1.40
+# did not), Scala 2.12 for Spark 3.5.
+OPTIONAL_ARTIFACTS = (Artifact("io.openlineage", "openlineage-spark_2.12", "1.37.0"),)
+
+
 def jars_dir() -> Path:
     """Where resolved jars live: ``$CDC_INGEST_JARS_DIR``, else inside this interpreter's prefix.
 
@@ -170,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="cache directory")
     args = parser.parse_args(argv)
     try:
-        paths = resolve(JOB_ARTIFACTS, args.dir or jars_dir())
+        paths = resolve((*JOB_ARTIFACTS, *OPTIONAL_ARTIFACTS), args.dir or jars_dir())
     except EnvironmentProblem as exc:
         print(f"cdc-ingest: {exc}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from cdc_ingest.catalog.properties import spark_catalog_conf
 from cdc_ingest.config import CatalogConfig
 from cdc_ingest.jars import EnvironmentProblem, job_jars
+from cdc_ingest.lineage import LineageConfig, lineage_conf, lineage_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -84,15 +85,20 @@ def configure_catalog(spark: SparkSession, catalog: CatalogConfig) -> None:
         spark.conf.set(key, value)
 
 
-def build_session(catalog: CatalogConfig, app_name: str = "cdc-ingest") -> SparkSession:
-    """The job's Spark session: local[*] unless spark-submit or SPARK_MASTER says otherwise."""
+def build_session(
+    catalog: CatalogConfig, app_name: str = "cdc-ingest", lineage: LineageConfig | None = None
+) -> SparkSession:
+    """The job's Spark session: local[*] unless spark-submit or SPARK_MASTER says otherwise;
+    with ``lineage``, reporting to OpenLineage (under spark-submit its conf says so already)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit the master and jars are already set; on a bare interpreter start local.
     if "SPARK_ENV_LOADED" not in os.environ and "spark.master" not in _submitted_conf():
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
-        builder = builder.config("spark.jars", ",".join(job_jars()))
+        builder = builder.config("spark.jars", ",".join(job_jars() + lineage_jars(lineage)))
+        for key, value in lineage_conf(lineage).items():
+            builder = builder.config(key, value)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in {**session_conf(), **catalog_conf(catalog)}.items():
         builder = builder.config(key, value)

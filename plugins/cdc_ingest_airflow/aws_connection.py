@@ -165,6 +165,7 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         self.aws_conn_id = aws_conn_id
         self.catalog = catalog
         self.config_path, self.pipeline_name, self.namespace = config_path, pipeline_name, namespace
+        self._batch: dict[str, Any] | None = None
 
     def execute(self, context: Any) -> None:
         """Resolve the connections into the environment, then spark-submit."""
@@ -194,6 +195,7 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
             summary = batch_summary(
                 self.config_path, self.pipeline_name, context["run_id"], dry_run=False
             )
+            self._batch = summary
             uris = emit_table_events(
                 context["outlet_events"],
                 self.pipeline_name,
@@ -206,3 +208,14 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
                 waiting = pending(load_config(self.config_path), self.pipeline_name)
                 sent = send_batch_metrics(summary, len(waiting.files))
                 self.log.info("metrics: %d sent through Airflow's metrics client", sent)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The task's OpenLineage datasets (:mod:`cdc_ingest_airflow.lineage`)."""
+        from cdc_ingest.config import load_config
+
+        from cdc_ingest_airflow.lineage import operator_lineage
+
+        if not (self.config_path and self.pipeline_name and self.catalog and self.namespace):
+            return None
+        pipeline = load_config(self.config_path).pipeline(self.pipeline_name)
+        return operator_lineage(pipeline.landing, self.catalog.name, self.namespace, self._batch)

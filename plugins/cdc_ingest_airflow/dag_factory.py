@@ -57,6 +57,7 @@ from cdc_ingest_airflow.spark_job import (
     TAG,
     application_path,
     env_vars,
+    jars_template,
     spark_conf,
     submit_jars,
 )
@@ -200,8 +201,11 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
                 *PARAM_ARGS,
             ],
             conn_id=config.spark.conn_id,
-            jars="{{ " + JARS_MACRO + "() }}",
+            jars=jars_template(config),
             conf=spark_conf(config),
+            # The ingest task is the Spark job's OpenLineage parent run.
+            openlineage_inject_parent_job_info=config.lineage is not None,
+            openlineage_inject_transport_info=bool(config.lineage and not config.lineage.transport),
             env_vars=env_vars(application.parent),
             name=f"cdc-ingest-{pipeline.name}",
             verbose=False,

@@ -89,7 +89,7 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             application_args=["maintain", "--config", config_path, "--pipeline", pipeline.name],
             conn_id=config.spark.conn_id,
             jars="{{ " + JARS_MACRO + "() }}",
-            conf=spark_conf(config),
+            conf=spark_conf(config, lineage=False),
             env_vars=env_vars(application.parent),
             name=f"cdc-ingest-maintain-{pipeline.name}",
             verbose=False,

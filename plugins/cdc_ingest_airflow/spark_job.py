@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cdc_ingest.config import Config
+from cdc_ingest.jars import artifact_paths
+from cdc_ingest.lineage import OPENLINEAGE_SPARK, lineage_conf
 from cdc_ingest.spark_session import job_jars, submit_conf
 
 TAG = "cdc-ingest"
@@ -64,18 +66,25 @@ def application_path() -> Path:
     return path
 
 
-def submit_jars() -> str:
-    """Comma-separated jars for ``spark-submit --jars``; the ``cdc_ingest_jars`` template macro.
+def submit_jars(lineage: bool = False) -> str:
+    """Comma-separated jars for ``spark-submit --jars``; the ``cdc_ingest_jars`` template macro
+    (``cdc_ingest_jars(True)``: with the OpenLineage listener's).
 
     Raises:
         EnvironmentProblem: naming the missing artifacts and how to resolve them; raised while
             the task renders its templates, so the task fails before spark-submit starts.
     """
-    return ",".join(job_jars())
+    return ",".join(job_jars() + (artifact_paths([OPENLINEAGE_SPARK]) if lineage else []))
 
 
-def spark_conf(config: Config) -> dict[str, str]:
-    return submit_conf(config.spark.conf)
+def jars_template(config: Config) -> str:
+    """The ``jars`` template of a spark-submit task of ``config``'s pipelines."""
+    return "{{ " + JARS_MACRO + ("(True)" if config.lineage else "()") + " }}"
+
+
+def spark_conf(config: Config, lineage: bool = True) -> dict[str, str]:
+    """spark-submit's conf; with ``lineage``, the pipelines file's OpenLineage settings."""
+    return submit_conf({**(lineage_conf(config.lineage) if lineage else {}), **config.spark.conf})
 
 
 def env_vars(jobs: Path) -> dict[str, str]:

@@ -1,0 +1,82 @@
+"""OpenLineage from the job: the OpenLineage Spark integration, off unless configured.
+
+A pipelines file's ``lineage:`` section turns it on for every run of its pipelines::
+
+    lineage:
+      namespace: cdc_ingest              # the Spark job's OpenLineage namespace
+      transport: {type: file, location: /var/log/lineage.jsonl}   # optional, see below
+
+The job's Spark session then loads ``io.openlineage:openlineage-spark`` (Maven Central, the
+release matched to Spark 3.5 and Scala 2.12) as a Spark listener: it reports each Spark job of a
+batch with the files Spark read and the Iceberg tables written as its datasets. ``transport`` is
+the integration's own (``spark.openlineage.transport.*``: ``http``, ``file``, ``kafka``, ...);
+without it, under Airflow, the Airflow OpenLineage provider's HTTP transport is passed on. Under
+Airflow the ingest task is the parent run (the provider's ``spark_inject_parent_job_info``), and
+the task itself reports the landing zone and the tables its batch changed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc_ingest.jars import OPTIONAL_ARTIFACTS, artifact_paths
+
+[OPENLINEAGE_SPARK] = OPTIONAL_ARTIFACTS
+LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+DEFAULT_NAMESPACE = "cdc_ingest"
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class LineageConfigError(ValueError):
+    """A malformed ``lineage:`` section."""
+
+
+@dataclass(frozen=True)
+class LineageConfig:
+    """Where the job's OpenLineage events go (see the module's docstring)."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    transport: dict[str, str] = field(default_factory=dict)
+
+
+def parse_lineage(raw: Any) -> LineageConfig | None:
+    """The ``lineage:`` section, or None when absent or ``false`` (lineage off)."""
+    if raw in (None, False):
+        return None
+    if raw is True:
+        return LineageConfig()
+    if not isinstance(raw, dict):
+        raise LineageConfigError("lineage must be true or a mapping (namespace, transport)")
+    unknown = sorted(set(raw) - {"namespace", "transport"})
+    if unknown:
+        raise LineageConfigError(f"lineage: unknown keys {', '.join(unknown)}")
+    namespace = str(raw.get("namespace", DEFAULT_NAMESPACE))
+    if not _NAME.match(namespace):
+        raise LineageConfigError(f"lineage.namespace {namespace!r} must be a plain name")
+    transport = raw.get("transport") or {}
+    if not isinstance(transport, dict) or (transport and "type" not in transport):
+        raise LineageConfigError(
+            "lineage.transport must be a mapping with a type (http, file, kafka, ...)"
+        )
+    return LineageConfig(namespace, {str(k): str(v) for k, v in transport.items()})
+
+
+def lineage_conf(lineage: LineageConfig | None) -> dict[str, str]:
+    """The Spark settings that load the listener and point it at the transport (none if off)."""
+    if lineage is None:
+        return {}
+    conf = {
+        "spark.extraListeners": LISTENER,
+        "spark.openlineage.namespace": lineage.namespace,
+        # Column lineage of the job's wide decode plans is large and says little here.
+        "spark.openlineage.columnLineage.datasetLineageEnabled": "false",
+    }
+    conf |= {f"spark.openlineage.transport.{k}": v for k, v in lineage.transport.items()}
+    return conf
+
+
+def lineage_jars(lineage: LineageConfig | None) -> list[str]:
+    """The listener's jar (resolved by ``make install``) when lineage is on."""
+    return artifact_paths([OPENLINEAGE_SPARK]) if lineage is not None else []
