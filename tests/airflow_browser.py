@@ -194,6 +194,8 @@ class Elements(HTMLParser):
         self.rows: dict[tuple[str, str], list[list[str]]] = {}
         self.problems: dict[str, list[str]] = {}
         self.tags: list[str] = []
+        # charts[(pipeline, name)]: the attributes of the ``<svg data-chart=name>`` element.
+        self.charts: dict[tuple[str, str], dict[str, str | None]] = {}
         self._pipeline = ""
         self._open: list[tuple[str, str, list[str]]] = []  # (tag, what, text parts)
         self._row: tuple[str, list[str]] | None = None
@@ -204,6 +206,8 @@ class Elements(HTMLParser):
         found = dict(attrs)
         if "data-pipeline" in found:
             self._pipeline = found["data-pipeline"] or ""
+        if "data-chart" in found:
+            self.charts[(self._pipeline, found["data-chart"] or "")] = found
         if tag == "tr":
             kinds = [k[5:] for k in found if k.startswith("data-") and k != "data-field"]
             self._row = (kinds[0], []) if kinds else None

@@ -105,6 +105,36 @@ def shop_page(server: ApiServer) -> Elements:
     return Elements(dump_dom(server.url + "/cdc-ingest/"))
 
 
+def test_the_overview_lists_the_worst_pipeline_first(server: ApiServer, filled_lake: Lake) -> None:
+    page = shop_page(server)
+    overview = page.rows[("", "overview")]
+    assert [(row[0], row[1]) for row in overview] == [
+        ("ghost", "failing"),
+        ("shop", "lagging"),
+        ("crm", "ok"),
+    ]
+    ghost, shop, crm = overview
+    missing = (filled_lake.root / "no-such-landing").as_uri()
+    assert ghost[2] == (
+        f"landing zone unreadable: LandingError: landing zone {missing} is not a readable directory"
+    )
+    # shop: its newest applied event is from 2023 and one file waits; batches 1 and 2
+    # dead-lettered 1 and 2 lines.
+    lag, reasons = shop[3], shop[2].split("; ")
+    assert reasons == [
+        f"lag {lag} over 01:00:00, 1 files pending",
+        "3 dead letters in the last 2 batches",
+    ]
+    assert shop[4:] == ["1", "2", shop[6], "3"] and shop[6].endswith(" UTC")
+    assert crm[2:] == ["no batch yet", "—", "0", "—", "—", "0"]
+    # Per pipeline, charts of its last batches: one bar per batch.
+    charts = {name: attrs for (pipeline, name), attrs in page.charts.items() if pipeline == "shop"}
+    assert sorted(charts) == ["dead-letters", "duration", "lag", "rows"]
+    assert {attrs["data-points"] for attrs in charts.values()} == {"2"}
+    assert charts["dead-letters"]["data-max"] == "2"
+    assert not [name for (pipeline, name) in page.charts if pipeline == "crm"]
+
+
 def test_page_shows_each_pipeline_in_a_browser(server: ApiServer, filled_lake: Lake) -> None:
     page = shop_page(server)
     shop = {name: text for (pipeline, name), text in page.fields.items() if pipeline == "shop"}
@@ -296,6 +326,7 @@ def test_plugin_loads_once_and_cheaply_with_the_repo_plugins_folder(tmp_path: Pa
     )
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
-    [[name, source]] = loaded["plugins"]
-    assert name == "cdc_ingest" and "cdc_ingest_airflow.plugin:CdcIngestStatusPlugin" in source
+    # The OpenLineage provider registers a plugin of its own.
+    [source] = [source for name, source in loaded["plugins"] if name == "cdc_ingest"]
+    assert "cdc_ingest_airflow.plugin:CdcIngestStatusPlugin" in source
     assert loaded["errors"] == {} and loaded["heavy"] == []

@@ -29,7 +29,9 @@ from cdc_ingest.state.lake import (
 from cdc_ingest.state.tables import BATCHES, CHECKPOINTS, DDL_HISTORY, DEAD_LETTERS
 
 from cdc_ingest_airflow.aws_connection import catalog_environment
+from cdc_ingest_airflow.status_health import assess
 from cdc_ingest_airflow.status_model import (
+    BatchPoint,
     BatchStatus,
     CheckpointStatus,
     DdlRecord,
@@ -47,6 +49,7 @@ RECENT_DEAD_LETTERS = 20
 RECENT_DDL = 20
 RAW_CHARS = 200
 PENDING_LISTED = 50
+HISTORY = 50  # batches charted per pipeline
 # Not ``summary``, ``kafka_offsets`` and the like: the page needs the counts only.
 BATCH_FIELDS = (
     "batch_id",
@@ -104,6 +107,8 @@ def gather(config_path: str | None, now: datetime | None = None) -> Overview:
                 _read_pipeline(catalog, pipeline, status, landed, now)
             except Exception as exc:  # one pipeline's failure must not hide the others
                 status.problems.append(f"catalog unreadable: {_message(exc)}")
+        max_lag = pipeline.alerts.max_lag
+        assess(status, max_lag.total_seconds() if max_lag is not None else None)
         result.pipelines.append(status)
     return result
 
@@ -228,6 +233,7 @@ def _batches(rows: list[dict[str, Any]], status: PipelineStatus, now: datetime) 
         deleted=last["deleted"] or 0,
     )
     status.dead_letters_total = sum(r["dead_lettered"] or 0 for r in rows if not r["partial"])
+    status.history = [_point(r) for r in rows[-HISTORY:]]
     tables: dict[str, TableStatus] = {}
     for row in rows:  # oldest first: a newer batch's counts replace an older one's
         for name, counts in json.loads(row["table_counts"] or "{}").items():
@@ -245,6 +251,23 @@ def _batches(rows: list[dict[str, Any]], status: PipelineStatus, now: datetime) 
     if newest is not None:
         status.freshness = datetime.fromtimestamp(newest / 1000, UTC).replace(tzinfo=None)
         status.freshness_lag_s = (now - status.freshness).total_seconds()
+
+
+def _point(row: dict[str, Any]) -> BatchPoint:
+    lag = None
+    finished = row["finished_at"]
+    if row["freshness_ms"] is not None and finished is not None:
+        if finished.tzinfo is not None:
+            finished = finished.astimezone(UTC).replace(tzinfo=None)
+        newest = datetime.fromtimestamp(row["freshness_ms"] / 1000, UTC).replace(tzinfo=None)
+        lag = max(0.0, (finished - newest).total_seconds())
+    return BatchPoint(
+        batch_id=row["batch_id"],
+        duration_s=row["duration_s"],
+        rows_applied=(row["inserted"] or 0) + (row["updated"] or 0) + (row["deleted"] or 0),
+        dead_lettered=row["dead_lettered"] or 0,
+        lag_s=lag,
+    )
 
 
 def _live_rows(table: Any) -> int | None:

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from html import escape
 
+from cdc_ingest_airflow.status_charts import history_charts
+from cdc_ingest_airflow.status_health import RECENT_BATCHES, duration, worst_first
 from cdc_ingest_airflow.status_model import Overview, PipelineStatus
 
 STYLE = """
@@ -24,6 +26,14 @@ td.num { text-align: right; }
 code, .raw { font-family: ui-monospace, monospace; font-size: 0.85em; word-break: break-all; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 2px 12px; }
 dt { font-weight: 600; }
+.charts { display: flex; flex-wrap: wrap; gap: 0 1.5rem; }
+figure.chart { margin: 0.25rem 0; }
+figure.chart rect { fill: #4a5568; }
+figcaption { font-size: 0.8em; color: #4a5568; }
+td.health { font-weight: 600; }
+tr[data-health="failing"] td.health, tr[data-health="stuck"] td.health { color: #9b2c2c; }
+tr[data-health="lagging"] td.health, tr[data-health="dead letters"] td.health { color: #975a16; }
+tr[data-health="ok"] td.health { color: #276749; }
 """
 
 
@@ -38,12 +48,7 @@ def _text(value: object) -> str:
 
 
 def _lag(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    return (f"{days}d " if days else "") + f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return "—" if seconds is None else duration(seconds)
 
 
 def _field(name: str, value: object, label: str) -> str:
@@ -169,13 +174,50 @@ def _pipeline(p: PipelineStatus) -> str:
         + _field("landing", p.landing, "Landing")
         + _field("namespace", p.namespace, "Namespace")
         + _field("dag", p.dag_id, "DAG")
+        + _field("health", p.health, "Health")
         + "</dl>"
+        + "<h3>Last batches</h3>"
+        + history_charts(p.history)
         + _tables(p)
         + _checkpoint_and_batch(p)
         + _dead_letters(p)
         + _ddl(p)
         + "</section>"
     )
+
+
+def _overview(pipelines: list[PipelineStatus]) -> str:
+    """One row per pipeline, the worst first: what on-call reads before anything else."""
+    rows = []
+    for p in worst_first(pipelines):
+        last = p.last_batch
+        recent = sum(b.dead_lettered for b in p.history[-RECENT_BATCHES:])
+        rows.append(
+            f'<tr data-overview data-health="{escape(p.health)}">'
+            f'<td><a href="#pipeline-{escape(p.name)}">{escape(p.name)}</a></td>'
+            f'<td class="health">{escape(p.health)}</td>'
+            + _cells(
+                "; ".join(p.health_reasons) or None,
+                _lag(p.freshness_lag_s),
+                p.pending_count,
+                last.batch_id if last else None,
+                last.finished_at if last else None,
+                recent,
+                numeric=4,
+            )
+            + "</tr>"
+        )
+    columns = (
+        "pipeline",
+        "health",
+        "why",
+        "lag",
+        "files pending",
+        "last batch",
+        "finished at",
+        f"dead letters (last {RECENT_BATCHES} batches)",
+    )
+    return "<h2>Overview</h2>" + _table(columns, rows, "No pipelines.")
 
 
 def render(overview: Overview) -> str:
@@ -189,7 +231,7 @@ def render(overview: Overview) -> str:
     )
     if overview.error:
         header += f'<p class="problem" data-field="error">{escape(overview.error)}</p>'
-    body = "".join(_pipeline(p) for p in overview.pipelines)
+    body = _overview(overview.pipelines) + "".join(_pipeline(p) for p in overview.pipelines)
     if not overview.pipelines and not overview.error:
         body = "<p>No pipelines are visible to you.</p>"
     return (

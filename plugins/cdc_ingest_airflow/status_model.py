@@ -83,6 +83,17 @@ class DdlRecord:
 
 
 @dataclass
+class BatchPoint:
+    """One batch of a pipeline's recent history (the status page's charts)."""
+
+    batch_id: int
+    duration_s: float | None
+    rows_applied: int  # inserted + updated + deleted
+    dead_lettered: int
+    lag_s: float | None  # from the newest source event it applied to when it finished
+
+
+@dataclass
 class PipelineStatus:
     """Everything the page shows for one pipeline."""
 
@@ -103,6 +114,9 @@ class PipelineStatus:
     dead_letters_total: int = 0
     dead_letters: list[DeadLetter] = field(default_factory=list)
     ddl_history: list[DdlRecord] = field(default_factory=list)
+    history: list[BatchPoint] = field(default_factory=list)  # oldest first, the last HISTORY
+    health: str = "ok"  # the worst of HEALTH_ORDER that holds (status_health)
+    health_reasons: list[str] = field(default_factory=list)
 
 
 @dataclass
