@@ -1,128 +1,65 @@
-"""`make demo`: land sample dumps per format, run each pipeline's Airflow DAG, show the tables.
+"""`make demo`: land sample dumps per format, run each pipeline's Airflow DAG, show the result.
 
 Everything runs on the embedded default: local Spark, an Iceberg JDBC catalog on SQLite and a local
-warehouse under ./demo. Re-running the demo starts from scratch.
+warehouse under ./demo. Each ingest DAG runs through `airflow dags test` (one progress line each;
+Airflow's and Spark's logs go to demo/logs/). A downstream DAG scheduled on one mirrored table's
+asset is then run by a real scheduler, triggered by that table's ingest. Re-running the demo starts
+from scratch.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
+import socket
+import sqlite3
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import Any
 
 import yaml
+from demo_pipelines import DOWNSTREAM_TABLE, PIPELINES
+from demo_report import report
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "demo"
+LOGS = DEMO / "logs"
 FIXTURES = REPO / "tests" / "fixtures"
-SUMMARY_MARKS = (" messages -> ", "freshness:", "dead letters (", ".json", "DDL", " -> ")
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+DOWNSTREAM_DEADLINE_S = 240
+DOWNSTREAM_DAG = '''\
+"""Runs when the demo's ingest changes {uri}: writes what the event says."""
+from pathlib import Path
+
+from airflow.sdk import DAG, Asset, task
+
+ORDERS = Asset("{uri}")
+
+with DAG("after_orders", schedule=[ORDERS], catchup=False, tags=["cdc-ingest-demo"]):
+
+    @task
+    def report_change(triggering_asset_events=None):
+        lines = [
+            f"{{e.asset.uri}}: batch {{e.extra['batch_id']}} of {{e.extra['pipeline']}} inserted "
+            f"{{e.extra['inserted']}}, updated {{e.extra['updated']}}, deleted "
+            f"{{e.extra['deleted']}}; source events up to {{e.extra['freshness']}}"
+            for events in (triggering_asset_events or {{}}).values()
+            for e in events
+        ]
+        # An event reached through the ingest's asset alias is listed under both.
+        Path("{out}").write_text("\\n".join(dict.fromkeys(lines)) + "\\n")
+
+    report_change()
+'''
 
 
-class DemoPipeline(TypedDict):
-    """A pipeline's pipelines.yaml entry without its landing, plus the fixture files it lands."""
-
-    name: str
-    format: str
-    files: list[str]  # under tests/fixtures
-    keys: NotRequired[dict[str, list[str]]]
-    columns: NotRequired[dict[str, str]]
-    envelope: NotRequired[str]
-
-
-PIPELINES: list[DemoPipeline] = [
-    {
-        "name": "lindorm_customers",
-        "format": "lindorm",
-        "keys": {"customers": ["id"]},
-        "files": [
-            f"lindorm/sql-{n}.jsonl" for n in ("insert", "update", "delete", "column-delete")
-        ],
-    },
-    {"name": "lindorm_hbase", "format": "lindorm", "files": ["lindorm/hbase-insert.jsonl"]},
-    {
-        "name": "arcion_region",
-        "format": "arcion",
-        "envelope": "kafka",
-        "files": [
-            f"arcion/{n}.jsonl"
-            for n in ("snapshot-insert", "insert", "update", "delete", "tombstone")
-        ],
-    },
-    {
-        "name": "debezium_products",
-        "format": "debezium-json",
-        "keys": {"products": ["id"]},
-        "files": ["debezium-json/debezium-data-schema-exclude.txt"],
-    },
-    # OceanBase OMS: the seed's samples as published. Several are dead letters on purpose
-    # (trailing commas, 1000-digit numbers, decimals beyond 38 digits): the demo shows why.
-    {
-        "name": "oms_default",
-        "format": "oms-default",
-        "keys": {"table_name": ["col1", "col2"]},
-        "files": [
-            "oms-default/insert.jsonl",
-            "oms-default/insert-without-trailing-comma.jsonl",
-            "oms-default/update-without-trailing-comma.jsonl",
-        ],
-    },
-    {
-        "name": "oms_default_extend",
-        "format": "oms-default-extend",
-        "keys": {"table": ["col1", "col2"]},
-        "files": [f"oms-default-extend/{n}.jsonl" for n in ("insert", "update")],
-    },
-    {
-        "name": "oms_canal",
-        "format": "oms-canal",
-        "keys": {"table": ["col1"]},
-        "files": [f"oms-canal/{n}.jsonl" for n in ("insert", "update")],
-    },
-    {
-        "name": "oms_dataworks",
-        "format": "oms-dataworks",
-        "keys": {"tab": ["col1", "col2"]},
-        "files": [f"oms-dataworks/{n}.jsonl" for n in ("insert", "heartbeat")],
-    },
-    {
-        "name": "oms_shareplex",
-        "format": "oms-shareplex",
-        "keys": {"mock_table": ["col14", "col6"]},
-        "files": [f"oms-shareplex/{n}.jsonl" for n in ("insert", "update")],
-    },
-    # DataHub Tuple: the seed's INSERT and UPDATE pair (lines 1-3; line 4 would delete the row).
-    {
-        "name": "datahub_tuple",
-        "format": "datahub-tuple",
-        "keys": {"t_shiyu_pk": ["id", "name"]},
-        "columns": {"id": "BIGINT", "name": "STRING", "comment": "STRING"},
-        "files": ["datahub-tuple/insert-update-delete.jsonl#1-3"],
-    },
-    {
-        "name": "datahub_blob",
-        "format": "datahub-blob",
-        "files": [
-            f"datahub-blob/{n}.jsonl"
-            for n in ("insert", "update-before", "update-after", "heartbeat", "alter")
-        ],
-    },
-    {"name": "aerospike", "format": "aerospike", "files": ["aerospike/write.jsonl"]},
-    # Schema change mid-stream: rows, then an ALTER TABLE ADD COLUMN, then rows that fill it.
-    {
-        "name": "canal_schema_change",
-        "format": "canal-json",
-        "files": ["canal-json/schema-change.jsonl"],
-    },
-]
-
-
-def main() -> int:
-    """Write the demo lake, run the DAGs, print the tables."""
-    shutil.rmtree(DEMO, ignore_errors=True)
-    pipelines: list[dict[str, object]] = []
+def land() -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Write the landing zones and the pipelines file; returns the catalog and the pipelines."""
+    pipelines: list[dict[str, Any]] = []
     for spec in PIPELINES:
         landing = DEMO / "landing" / spec["name"]
         landing.mkdir(parents=True)
@@ -144,51 +81,136 @@ def main() -> int:
         "warehouse": (DEMO / "warehouse").as_uri(),
     }
     config = {"catalog": catalog, "pipelines": pipelines}
-    config_path = DEMO / "pipelines.yaml"
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    env = {
+    (DEMO / "pipelines.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return catalog, pipelines
+
+
+def airflow(args: list[str], env: dict[str, str], log: str) -> int:
+    """Run the Airflow CLI with its output in demo/logs/<log>.log; returns its exit status."""
+    with (LOGS / f"{log}.log").open("a") as out:
+        return subprocess.run([AIRFLOW, *args], env=env, stdout=out, stderr=out).returncode
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_downstream(env: dict[str, str]) -> bool:
+    """Let a real scheduler run the downstream DAG its queued asset event triggered."""
+    processes = []
+    health = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}/api/v2/monitor/health"
+    try:
+        for args in (["api-server", "--port", env["AIRFLOW__API__PORT"]], ["scheduler"]):
+            out = (LOGS / f"{args[0]}.log").open("w")
+            processes.append(
+                subprocess.Popen(
+                    [AIRFLOW, *args], env=env, stdout=out, stderr=out, start_new_session=True
+                )
+            )
+            # Task runners report to the API server: it must answer before the scheduler starts.
+            if args[0] == "api-server" and not wait_for(lambda: answers(health), 90):
+                return False
+        finished = {"success", "failed"}
+        wait_for(lambda: bool(finished & set(runs_of("after_orders"))), DOWNSTREAM_DEADLINE_S)
+        return "success" in runs_of("after_orders")
+    finally:
+        for process in processes:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            process.wait(timeout=60)
+
+
+def wait_for(condition: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(2)  # a demo polls; the tests wait on the metadata database the same way
+    return False
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def runs_of(dag_id: str) -> list[str]:
+    with sqlite3.connect(DEMO / "airflow" / "airflow.db") as db:
+        rows = db.execute("SELECT state FROM dag_run WHERE dag_id = ?", (dag_id,)).fetchall()
+    return [r[0] for r in rows]
+
+
+def demo_env(dags: Path) -> dict[str, str]:
+    """Airflow's environment: the demo's home and DAGs, a LocalExecutor reporting to a loopback
+    API server (for the downstream DAG's scheduler)."""
+    port = str(free_port())
+    return {
         **os.environ,
         "AIRFLOW_HOME": str(DEMO / "airflow"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "CDC_INGEST_CONFIG": str(config_path),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API__PORT": port,
+        "AIRFLOW__API_AUTH__JWT_SECRET": "demo-only-secret-for-loopback",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+        "CDC_INGEST_CONFIG": str(DEMO / "pipelines.yaml"),
         "AIRFLOW_CONN_SPARK_LOCAL": '{"conn_type":"spark","host":"local[2]"}',
         "PYSPARK_PYTHON": sys.executable,
     }
-    airflow = str(Path(sys.executable).parent / "airflow")
-    subprocess.run([airflow, "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL)
-    for p in pipelines:
-        print(f"\n=== airflow dags test ingest_{p['name']}", flush=True)
-        done = subprocess.run(
-            [airflow, "dags", "test", f"ingest_{p['name']}"],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        summary = [
-            ln
-            for ln in done.stdout.splitlines() + done.stderr.splitlines()
-            if "pipeline " in ln or any(mark in ln for mark in SUMMARY_MARKS)
-        ]
-        print("\n".join(summary[-12:]))
-        if done.returncode != 0:
-            print(done.stdout[-4000:], done.stderr[-4000:], sep="\n")
-            return done.returncode
-    show_tables(catalog, pipelines)
-    return 0
 
 
-def show_tables(catalog: dict[str, str], pipelines: list[dict[str, object]]) -> None:
-    """Print every table of every pipeline's namespace, read back with pyiceberg."""
+def main() -> int:
+    """Land the dumps, run the DAGs with a line of progress each, then print the report."""
+    shutil.rmtree(DEMO, ignore_errors=True)
+    LOGS.mkdir(parents=True)
+    catalog, pipelines = land()
+    dags = DEMO / "dags"
+    dags.mkdir()
+    shutil.copy(REPO / "dags" / "cdc_ingest_dags.py", dags / "cdc_ingest_dags.py")
+    pipeline, table = DOWNSTREAM_TABLE
+    uri = f"iceberg://{catalog['name']}/ods_{pipeline}/{table}"
+    out = DEMO / "after_orders.txt"
+    (dags / "after_orders.py").write_text(DOWNSTREAM_DAG.format(uri=uri, out=out))
+    env = demo_env(dags)
+    print(f"demo lake in {DEMO}; Airflow and Spark logs in {LOGS}", flush=True)
+    for step in (["db", "migrate"], ["dags", "reserialize"], ["dags", "unpause", "after_orders"]):
+        if airflow(step, env, "setup") != 0:
+            print(f"airflow {' '.join(step)} failed: see {LOGS / 'setup.log'}")
+            return 1
+    for i, p in enumerate(pipelines, start=1):
+        dag = f"ingest_{p['name']}"
+        print(f"[{i:2d}/{len(pipelines)}] {dag:<32}", end=" ", flush=True)
+        started = time.monotonic()
+        status = airflow(["dags", "test", dag], env, dag)
+        print(f"{'ok' if status == 0 else 'FAILED'} ({time.monotonic() - started:.0f} s)")
+        if status != 0:
+            print((LOGS / f"{dag}.log").read_text()[-4000:])
+            print(f"{dag} failed: its whole log is {LOGS / f'{dag}.log'}")
+            return status
+    print(f"downstream: after_orders is scheduled on {uri}; starting a scheduler", flush=True)
+    if not run_downstream(env):
+        print(f"after_orders did not run: see {LOGS / 'scheduler.log'}")
+        return 1
+    print(f"after_orders ran, triggered by the ingest: {out.read_text().strip()}\n")
+
     from pyiceberg.catalog.sql import SqlCatalog
 
     lake = SqlCatalog(catalog["name"], uri=catalog["uri"], warehouse=catalog["warehouse"])
-    for p in pipelines:
-        for identifier in sorted(lake.list_tables(str(p["namespace"]))):
-            rows = lake.load_table(identifier).scan().to_arrow().to_pylist()
-            print(f"\n{'.'.join(identifier)}: {len(rows)} rows")
-            for row in rows[:10]:
-                print("  ", {k: v for k, v in row.items() if k not in ("raw", "summary")})
+    print(report(lake, pipelines))
+    home, config = DEMO / "airflow", DEMO / "pipelines.yaml"
+    print("\nWhere to look next:")
+    print(f"  status page: AIRFLOW_HOME={home} CDC_INGEST_CONFIG={config} airflow api-server,")
+    print("               then open /cdc-ingest/ (docs/status-page.md)")
+    print(f"  the DAGs:    ingest_* and maintain_* from {config}; after_orders in {dags}")
+    print("  per namespace: _cdc_dead_letters (why a line was not applied), _cdc_ddl_history")
+    print(f"  logs:        {LOGS}")
+    return 0
 
 
 if __name__ == "__main__":
