@@ -384,3 +384,37 @@ def test_lowercase_column_names_apply_to_configured_keys(tmp_path):
     )
     [pipeline] = load_config(path).pipelines
     assert pipeline.keys == {"T1": ("id",)}
+
+
+def test_lowercase_column_names_apply_to_the_columns_ddl_adds(lake):
+    """A statement adding ``Note`` and rows spelling it ``NOTE``: one column ``note``, filled."""
+    lake.add_pipeline("shop", "maxwell-json", column_names="lowercase")
+    lake.land(
+        "shop",
+        "a.json",
+        [
+            maxwell("insert", {"ID": 1, "V": "a"}, primary_key_columns=["ID"], xid=1),
+            {
+                "database": "shop",
+                "type": "table-alter",
+                "ts": 2,
+                "xid": 5,
+                "position": "master.000001:10",
+                "sql": "ALTER TABLE orders ADD COLUMN Note VARCHAR(20)",
+                "def": {"table": "orders"},
+            },
+            maxwell(
+                "insert",
+                {"id": 2, "v": "b", "NOTE": "hi"},
+                primary_key_columns=["Id"],
+                xid=6,
+                position="master.000001:20",
+            ),
+        ],
+    )
+    summary = lake.run("shop")
+    assert (summary.dead_lettered, summary.ddl_applied) == (0, 1)
+    columns = [f.name for f in lake.table("orders").schema if not f.name.startswith("_cdc")]
+    assert columns == ["id", "v", "note"]
+    rows = {r["id"]: (r["v"], r["note"]) for r in lake.rows("orders", "id", "v", "note")}
+    assert rows == {1: ("a", None), 2: ("b", "hi")}

@@ -284,7 +284,10 @@ def apply(
 ) -> tuple[list[DdlEvent], list[DataFrame]]:
     """Apply the batch's changes and statements to its tables; returns its statements (with
     their outcomes) and its typing errors. A dry run only reports the tables."""
-    events = collect_ddl(batch.cached, run.pipeline.table) if summary.ddl_recorded else []
+    lowercase = run.pipeline.column_names == "lowercase"
+    events = (
+        collect_ddl(batch.cached, run.pipeline.table, lowercase) if summary.ddl_recorded else []
+    )
     events = mode.kind.statements(events)
     if not mode.effect.writes_tables:
         for name, messages in inventory.rows.items():

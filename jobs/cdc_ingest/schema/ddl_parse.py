@@ -10,6 +10,7 @@ no pyspark.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,24 @@ class ParsedDdl:
     table: str | None = None
     changes: tuple[SchemaChange, ...] = ()
     error: str | None = None
+
+
+def lowercase_columns(parsed: ParsedDdl) -> ParsedDdl:
+    """``parsed`` with every column it names in lowercase (``column_names: lowercase``), so that
+    a column a statement adds is the one the lowercased row images then fill."""
+    changes = tuple(
+        dataclasses.replace(
+            c,
+            column=c.column.lower() if c.column else c.column,
+            new_name=(
+                c.new_name.lower() if c.new_name and c.action == RENAME_COLUMN else c.new_name
+            ),
+            columns={name.lower(): t for name, t in c.columns.items()},
+            keys=tuple(k.lower() for k in c.keys),
+        )
+        for c in parsed.changes
+    )
+    return dataclasses.replace(parsed, changes=changes)
 
 
 def _sqlglot() -> Any:

@@ -30,6 +30,7 @@ from cdc_ingest.schema.ddl_parse import (
     TRUNCATE_TABLE,
     ParsedDdl,
     SchemaChange,
+    lowercase_columns,
     parse_ddl,
 )
 from cdc_ingest.schema.names import render_targets
@@ -85,7 +86,7 @@ class DdlEvent:
         )
 
 
-def collect_ddl(cached: DataFrame, template: str) -> list[DdlEvent]:
+def collect_ddl(cached: DataFrame, template: str, lowercase_names: bool = False) -> list[DdlEvent]:
     """The batch's DDL records in stream order, parsed.
 
     The table a statement names decides which mirror it changes (named through the pipeline's
@@ -96,6 +97,7 @@ def collect_ddl(cached: DataFrame, template: str) -> list[DdlEvent]:
     Args:
         cached: the cached batch.
         template: the pipeline's ``table`` template.
+        lowercase_names: name columns by their lowercase (``column_names: lowercase``).
     """
     rows = (
         cached.where(F.col("_cdc_error").isNull() & (F.col("_cdc_kind") == DDL))
@@ -114,6 +116,8 @@ def collect_ddl(cached: DataFrame, template: str) -> list[DdlEvent]:
             if statement.strip()
             else ParsedDdl(statement, None, (), "empty statement")
         )
+        if lowercase_names:
+            parsed = lowercase_columns(parsed)
         db, schema = r["_cdc_ddl_scope"] or (None, None)
         renamed = [c.new_name for c in parsed.changes if c.action == RENAME_TABLE and c.new_name]
         named += [(db, schema, parsed.table)] + [(db, schema, n) for n in renamed[:1]]
