@@ -11,26 +11,39 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from html import escape
 
+from cdc_ingest_airflow.status_health import duration
 from cdc_ingest_airflow.status_model import BatchPoint
 
 WIDTH, HEIGHT = 240, 48
-CHARTS: tuple[tuple[str, str, Callable[[BatchPoint], float | None]], ...] = (
-    ("duration", "duration (s)", lambda b: b.duration_s),
-    ("rows", "rows applied", lambda b: float(b.rows_applied)),
-    ("dead-letters", "dead letters", lambda b: float(b.dead_lettered)),
-    ("lag", "lag at commit (s)", lambda b: b.lag_s),
-)
+# Bars are never wider than a 20th of the chart, so that a few batches do not look like many.
+MIN_SLOTS = 20
 
 
 def _number(value: float) -> str:
     return f"{value:.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
 
 
-def bar_chart(name: str, label: str, values: Sequence[float | None]) -> str:
-    """One chart's ``<figure>``."""
+def _seconds(value: float) -> str:
+    return _number(value) + " s" if value < 60 else duration(value)
+
+
+CHARTS: tuple[
+    tuple[str, str, Callable[[BatchPoint], float | None], Callable[[float], str]], ...
+] = (
+    ("duration", "duration", lambda b: b.duration_s, _seconds),
+    ("rows", "rows applied", lambda b: float(b.rows_applied), _number),
+    ("dead-letters", "dead letters", lambda b: float(b.dead_lettered), _number),
+    ("lag", "lag at commit", lambda b: b.lag_s, _seconds),
+)
+
+
+def bar_chart(
+    name: str, label: str, values: Sequence[float | None], shown: Callable[[float], str] = _number
+) -> str:
+    """One chart's ``<figure>``; ``shown`` formats its values for people."""
     known = [v for v in values if v is not None]
     top = max(known, default=0.0)
-    slot = WIDTH / max(len(values), 1)
+    slot = WIDTH / max(len(values), MIN_SLOTS)
     bars = []
     for i, value in enumerate(values):
         if value is None:
@@ -40,14 +53,14 @@ def bar_chart(name: str, label: str, values: Sequence[float | None]) -> str:
             f'<rect x="{i * slot + 0.5:.1f}" y="{HEIGHT - height:.1f}" '
             f'width="{max(slot - 1, 1):.1f}" height="{height:.1f}"></rect>'
         )
-    last = _number(known[-1]) if known else "—"
-    title = f"{label}, last {len(values)} batches: newest {last}, max {_number(top)}"
+    last = shown(known[-1]) if known else "—"
+    title = f"{label}, last {len(values)} batches: newest {last}, max {shown(top)}"
     return (
         '<figure class="chart">'
         f'<svg data-chart="{escape(name)}" data-points="{len(values)}" data-max="{_number(top)}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img">'
         f"<title>{escape(title)}</title>{''.join(bars)}</svg>"
-        f"<figcaption>{escape(label)}: {last} (max {_number(top)})</figcaption></figure>"
+        f"<figcaption>{escape(label)}: {last} (max {shown(top)})</figcaption></figure>"
     )
 
 
@@ -55,5 +68,8 @@ def history_charts(history: Sequence[BatchPoint]) -> str:
     """The pipeline's four charts, or a line saying there is nothing to chart."""
     if not history:
         return "<p>No batches to chart.</p>"
-    figures = "".join(bar_chart(n, label, [get(b) for b in history]) for n, label, get in CHARTS)
+    figures = "".join(
+        bar_chart(name, label, [get(b) for b in history], shown)
+        for name, label, get, shown in CHARTS
+    )
     return f'<div class="charts">{figures}</div>'

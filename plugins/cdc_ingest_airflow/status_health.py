@@ -51,7 +51,9 @@ def assess(status: PipelineStatus, max_lag_s: float | None) -> None:
     recent = status.history[-RECENT_BATCHES:]
     letters = sum(b.dead_lettered for b in recent)
     if letters:
-        found["dead letters"] = [f"{letters} dead letters in the last {len(recent)} batches"]
+        batches = "batch" if len(recent) == 1 else f"{len(recent)} batches"
+        lines = "dead letter" if letters == 1 else "dead letters"
+        found["dead letters"] = [f"{letters} {lines} in the last {batches}"]
     status.health = next((h for h in HEALTH_ORDER if h in found), "ok")
     status.health_reasons = [r for h in HEALTH_ORDER for r in found.get(h, [])]
     if status.health == "ok" and status.last_batch is None:

@@ -21,7 +21,7 @@ body { font-family: system-ui, sans-serif; margin: 1rem 1.5rem; color: #1a202c; 
 section { border: 1px solid #cbd5e0; border-radius: 6px; padding: 0.5rem 1rem; margin: 1rem 0; }
 table { border-collapse: collapse; margin: 0.5rem 0; }
 th, td { border: 1px solid #e2e8f0; padding: 2px 8px; text-align: left; vertical-align: top; }
-td.num { text-align: right; }
+td.num { text-align: right; white-space: nowrap; }
 .problem { color: #9b2c2c; font-weight: 600; }
 code, .raw { font-family: ui-monospace, monospace; font-size: 0.85em; word-break: break-all; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 2px 12px; }
@@ -29,6 +29,7 @@ dt { font-weight: 600; }
 .charts { display: flex; flex-wrap: wrap; gap: 0 1.5rem; }
 figure.chart { margin: 0.25rem 0; }
 figure.chart rect { fill: #4a5568; }
+figure.chart svg { background: #edf2f7; }
 figcaption { font-size: 0.8em; color: #4a5568; }
 td.health { font-weight: 600; }
 tr[data-health="failing"] td.health, tr[data-health="stuck"] td.health { color: #9b2c2c; }
@@ -203,7 +204,7 @@ def _overview(pipelines: list[PipelineStatus]) -> str:
                 last.batch_id if last else None,
                 last.finished_at if last else None,
                 recent,
-                numeric=4,
+                numeric=5,
             )
             + "</tr>"
         )
