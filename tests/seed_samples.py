@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+SEEDS = Path(__file__).resolve().parent / "fixtures" / "seeds"
 LINDORM_SEED = "000_46118e23b85e2eb1.txt"
 ARCION_SEED = "003_48bb2d7831d2e70f.txt"
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from conftest import FIXTURES
-from seed_samples import AEROSPIKE_SEED, SEEDS, decoded_objects
+from seed_samples import AEROSPIKE_SEED, decoded_objects
 
 AEROSPIKE = FIXTURES / "aerospike"
 DIGEST = "IBlTW5m3UGqbFxfrsoDxCrLkKYQ="
@@ -32,7 +31,6 @@ def delete(digest: str, gen: int, lut: int) -> dict:
     return {"metadata": {**meta, "durable": False}}
 
 
-@pytest.mark.skipif(not SEEDS.is_dir(), reason="shared/seeds not beside the repository")
 def test_fixtures_are_the_seed_samples_verbatim() -> None:
     assert decoded_objects(AEROSPIKE_SEED) == [KEY, WRITE, DELETE]
 

@@ -103,9 +103,7 @@ def test_lineage_is_off_unless_the_pipelines_file_turns_it_on(tmp_path: Path) ->
     from cdc_ingest_airflow.spark_job import jars_template, spark_conf
 
     head = "catalog: {name: lake, uri: 'sqlite:////tmp/x.db', warehouse: 'file:///tmp/w'}\n"
-    pipelines = (
-        "pipelines:\n  - {name: p, format: lindorm, namespace: ods, landing: 'file:///l'}\n"
-    )
+    pipelines = "pipelines:\n  - {name: p, format: lindorm, namespace: ods, landing: 'file:///l'}\n"
     path = tmp_path / "pipelines.yaml"
     path.write_text(head + pipelines, encoding="utf-8")
     off = load_config(path)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from conftest import FIXTURES
-from seed_samples import ARCION_SEED, SEEDS, seed_blocks
+from seed_samples import ARCION_SEED, seed_blocks
 
 ARCION = FIXTURES / "arcion"
 STEPS = ["snapshot-insert", "insert", "update", "delete", "tombstone"]
@@ -20,7 +19,6 @@ def record(name: str) -> str:
     return (ARCION / f"{name}.jsonl").read_text().splitlines()[0]
 
 
-@pytest.mark.skipif(not SEEDS.is_dir(), reason="shared/seeds not beside the repository")
 def test_fixtures_carry_the_seed_key_and_value_messages_verbatim() -> None:
     landed = []
     for name in STEPS:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from conftest import FIXTURES
-from seed_samples import LINDORM_SEED, SEEDS, seed_blocks
+from seed_samples import LINDORM_SEED, seed_blocks
 
 LINDORM = FIXTURES / "lindorm"
 
@@ -15,7 +14,6 @@ def fixture_lines(name: str) -> list[str]:
     return (LINDORM / name).read_text().splitlines()
 
 
-@pytest.mark.skipif(not SEEDS.is_dir(), reason="shared/seeds not beside the repository")
 def test_fixtures_are_the_seed_samples_verbatim() -> None:
     names = [
         "structure-example",

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import pytest
 from conftest import FIXTURES
-from seed_samples import OMS_SEED, SEEDS, fenced_samples
+from seed_samples import OMS_SEED, fenced_samples
 
 LAYOUT = {  # fixture -> index of the ```json block in seed 001
     "oms-default/insert": 1,
@@ -41,7 +41,6 @@ def sample(name: str) -> str:
     return (FIXTURES / f"{name}.jsonl").read_text().splitlines()[0]
 
 
-@pytest.mark.skipif(not SEEDS.is_dir(), reason="shared/seeds not beside the repository")
 def test_fixtures_are_the_seed_samples_verbatim() -> None:
     blocks = fenced_samples(OMS_SEED)
     for name, index in LAYOUT.items():
