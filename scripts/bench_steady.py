@@ -40,6 +40,7 @@ if str(REPO / "jobs") not in sys.path:
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
+from bench_references import hand_merge, parse_baseline, pyiceberg_upsert  # noqa: E402
 from bench_table import HEADER, Shape, save  # noqa: E402
 from cdc_ingest.config import load_config  # noqa: E402
 
@@ -54,10 +55,6 @@ FILES = 10
 MICRO_BATCHES, MICRO_CHANGES = 50, 2000
 # What "bounded" means after maintain, per table: the retained snapshots, and a handful of files.
 RETAIN_SNAPSHOTS, MAX_DATA_FILES = 5, 8
-PARSE_SCHEMA = (
-    "op string, ts_ms bigint, before struct<id bigint, v bigint, note string>, "
-    "after struct<id bigint, v bigint, note string>, source map<string,string>"
-)
 
 
 def change(op: str, key: int, version: int, ts: int) -> str:
@@ -183,92 +180,6 @@ class Steady:
         self.spark.sql(f"INSERT INTO {name} SELECT id, v, note FROM {self.mirror()}")
         return name
 
-    def baseline(self, landing: Path) -> float:
-        """CPU seconds to read and fully parse every line of ``landing``."""
-        from pyspark.sql import functions as F
-
-        cpu = tree_cpu_seconds()
-        parsed = F.from_json("value", PARSE_SCHEMA)
-        (
-            self.spark.read.text(str(landing))
-            .select(parsed.alias("m"))
-            .groupBy("m.op")
-            .agg(F.count(F.lit(1)), F.max("m.ts_ms"), F.sum("m.after.v"), F.sum("m.before.v"))
-            .collect()
-        )
-        return tree_cpu_seconds() - cpu
-
-    def hand_merge(self, landing: Path, table: str) -> float:
-        """CPU seconds of the job a user would write: parse, newest per key, one MERGE."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        cpu = tree_cpu_seconds()
-        m = F.from_json("value", PARSE_SCHEMA).alias("m")
-        parsed = (
-            self.spark.read.text(str(landing))
-            .select(m)
-            .select(
-                F.coalesce("m.after.id", "m.before.id").alias("id"),
-                F.col("m.after.v").alias("v"),
-                F.col("m.after.note").alias("note"),
-                F.col("m.op").alias("op"),
-                F.col("m.ts_ms").alias("ts"),
-            )
-        )
-        newest = Window.partitionBy("id").orderBy(F.col("ts").desc())
-        parsed.withColumn("_n", F.row_number().over(newest)).where(
-            "_n = 1"
-        ).createOrReplaceTempView("hand_changes")
-        self.spark.sql(
-            f"MERGE INTO {table} t USING hand_changes s ON t.id = s.id "
-            "WHEN MATCHED AND s.op = 'd' THEN DELETE "
-            "WHEN MATCHED THEN UPDATE SET v = s.v, note = s.note "
-            "WHEN NOT MATCHED AND s.op != 'd' THEN INSERT (id, v, note) VALUES (s.id, s.v, s.note)"
-        )
-        return tree_cpu_seconds() - cpu
-
-    def upsert(self, rows: int, lines: list[str]) -> float:
-        """CPU seconds of pyiceberg's upsert (and delete) of ``lines`` into ``rows`` rows."""
-        import pyarrow as pa
-        from cdc_ingest.state.lake import open_catalog
-        from pyiceberg.expressions import In
-        from pyiceberg.schema import Schema
-        from pyiceberg.types import LongType, NestedField, StringType
-
-        catalog = open_catalog(self.catalog)
-        catalog.create_namespace_if_not_exists("py")
-        schema = Schema(
-            NestedField(1, "id", LongType(), required=True),
-            NestedField(2, "v", LongType(), required=False),
-            NestedField(3, "note", StringType(), required=False),
-            identifier_field_ids=[1],
-        )
-        table = catalog.create_table(f"py.{TABLE}", schema)
-        arrow_schema = schema.as_arrow()
-        ids = pa.array(range(rows), pa.int64())
-        table.append(
-            pa.Table.from_arrays(
-                [ids, pa.array([0] * rows, pa.int64()), pa.array([f"n{i}" for i in range(rows)])],
-                schema=arrow_schema,
-            )
-        )
-        cpu = tree_cpu_seconds()
-        newest: dict[int, dict[str, Any]] = {}
-        for line in lines:
-            message = json.loads(line)
-            image = message["after"] or message["before"]
-            newest[image["id"]] = {"op": message["op"], **image}
-        kept = [r for r in newest.values() if r["op"] != "d"]
-        gone = [r["id"] for r in newest.values() if r["op"] == "d"]
-        table.upsert(
-            pa.Table.from_pylist(
-                [{"id": r["id"], "v": r["v"], "note": r["note"]} for r in kept], schema=arrow_schema
-            )
-        )
-        table.delete(In("id", gone))  # type: ignore[call-arg, arg-type]  # a pydantic init
-        return tree_cpu_seconds() - cpu
-
     def micro_batches(
         self, first_key: int, start_ts: int, pipeline: str = "steady", count: int = MICRO_BATCHES
     ) -> list[float]:
@@ -329,9 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         ours = bench.run(lines, {"inserted": quarter, "updated": total // 2, "deleted": quarter})
         print("stages of the batch into a table:", *render_phases(bench.timings), sep="\n")
         landing = bench.landing() / f"batch-{bench.batches:03d}"
-        parse = bench.baseline(landing)
-        merge = bench.hand_merge(landing, hand)
-        upsert = bench.upsert(rows // 10, steady_changes(rows // 10, total // 10, 1_000_000)) * 10
+        parse = parse_baseline(bench.spark, landing)
+        merge = hand_merge(bench.spark, landing, hand)
+        tenth = steady_changes(rows // 10, total // 10, 1_000_000)
+        upsert = pyiceberg_upsert(bench.catalog, f"py.{TABLE}", rows // 10, tenth) * 10
         label = f"{total:,} changes into {rows:,} rows"
         shapes.append(
             Shape(

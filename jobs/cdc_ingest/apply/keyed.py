@@ -8,13 +8,25 @@ The ordering guard is repeated inside the MERGE, so re-applying a batch changes 
 from __future__ import annotations
 
 import functools
-import itertools
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
+from cdc_ingest.apply.actions import (
+    DELETED,
+    DELETED_ABSENT,
+    INSERT,
+    OLDER,
+    UPDATE,
+)
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
+from cdc_ingest.apply.keyed_writes import (
+    append_target,
+    append_tombstones,
+    merge_target,
+    merge_tombstones,
+)
 from cdc_ingest.apply.update_images import (
     KEEP_COLUMN,
     MOVED_COLUMN,
@@ -26,21 +38,12 @@ from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
-from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex, quote
+from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex
 from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-INSERT, UPDATE, DELETED, DELETED_ABSENT, SUPERSEDED, OLDER = (
-    "insert",
-    "update",
-    "delete",
-    "delete_absent",
-    "superseded",
-    "older",
-)
-_views = itertools.count()
 # What a table's summary says about its changes (dead letters come from the batch, not the table).
 OUTCOMES = (
     "messages",
@@ -204,111 +207,6 @@ def classify(
     )
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _merge_target(spark: SparkSession, classified: DataFrame, target: TargetTable) -> None:
-    columns = [*target.written_columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
-    soft = target.deletes == "soft"
-    view = f"_cdc_merge_{next(_views)}"
-    carried = [KEEP_COLUMN] if KEEP_COLUMN in classified.columns else []
-    # With soft deletes, a delete of a soft-deleted row still moves its order on.
-    merged = (INSERT, UPDATE, DELETED, DELETED_ABSENT) if soft else (INSERT, UPDATE, DELETED)
-    classified.where(F.col("_action").isin(*merged)).select(
-        *columns, "_action", *carried
-    ).createOrReplaceTempView(view)
-    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.keys)
-    newer = f"s.{ORDER_COLUMN} > t.{ORDER_COLUMN}"
-    keeps = KEEP_COLUMN in classified.columns
-    sets = ", ".join(
-        f"{quote(c)} = CASE WHEN array_contains(s.{KEEP_COLUMN}, {_literal(c)}) "
-        f"THEN t.{quote(c)} "
-        f"ELSE s.{quote(c)} END"
-        if keeps and c in target.columns and c not in target.keys
-        else f"{quote(c)} = s.{quote(c)}"
-        for c in columns
-    )
-    names = ", ".join(quote(c) for c in columns)
-    values = ", ".join(f"s.{quote(c)}" for c in columns)
-    if soft:
-        flag = quote(DELETED_COLUMN)
-        marks = ", ".join(f"{c} = s.{c}" for c in (ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"))
-        spark.sql(
-            f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
-            f"WHEN MATCHED AND s._action IN ('{DELETED}', '{DELETED_ABSENT}') AND {newer} "
-            f"THEN UPDATE SET {flag} = true, {marks} "
-            f"WHEN MATCHED AND s._action IN ('{UPDATE}', '{INSERT}') AND {newer} "
-            f"THEN UPDATE SET {sets}, {flag} = false "
-            f"WHEN NOT MATCHED AND s._action = '{INSERT}' "
-            f"THEN INSERT ({names}, {flag}) VALUES ({values}, false)"
-        )
-    else:
-        spark.sql(
-            f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
-            f"WHEN MATCHED AND s._action = '{DELETED}' AND {newer} THEN DELETE "
-            f"WHEN MATCHED AND s._action = '{UPDATE}' AND {newer} THEN UPDATE SET {sets} "
-            f"WHEN NOT MATCHED AND s._action = '{INSERT}' THEN INSERT ({names}) VALUES ({values})"
-        )
-    spark.catalog.dropTempView(view)
-
-
-def _append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
-    """Insert into a table this run created: nothing to match, so no MERGE join or delete files."""
-    columns: list[Column | str] = [
-        *target.written_columns,
-        ORDER_COLUMN,
-        "_cdc_op",
-        "_cdc_batch_id",
-    ]
-    if target.deletes == "soft":
-        columns.append(F.lit(False).alias(DELETED_COLUMN))
-    _append(
-        classified.where(F.col("_action") == INSERT).select(*columns), target.identifier, batch_id
-    )
-
-
-def _tombstone_changes(classified: DataFrame, target: TargetTable, batch_id: int) -> DataFrame:
-    action = F.col("_action")
-    return classified.where(
-        action.isin(DELETED, DELETED_ABSENT) | ((action == INSERT) & F.col("_had_tombstone"))
-    ).select(
-        F.lit(target.name).alias("target_table"),
-        F.col("_cdc_key").alias("key"),
-        F.col(ORDER_COLUMN),
-        F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.when(action == INSERT, F.lit("clear")).otherwise(F.lit("set")).alias("_tomb"),
-    )
-
-
-def _merge_tombstones(
-    spark: SparkSession, classified: DataFrame, target: TargetTable, batch_id: int
-) -> None:
-    view = f"_cdc_tombstones_{next(_views)}"
-    _tombstone_changes(classified, target, batch_id).createOrReplaceTempView(view)
-    spark.sql(
-        f"MERGE INTO {target.tombstones} t USING {view} s "
-        "ON t.target_table = s.target_table AND t.key = s.key "
-        "WHEN MATCHED AND s._tomb = 'clear' THEN DELETE "
-        f"WHEN MATCHED AND s._tomb = 'set' AND s.{ORDER_COLUMN} > t.{ORDER_COLUMN} THEN UPDATE SET "
-        f"{ORDER_COLUMN} = s.{ORDER_COLUMN}, batch_id = s.batch_id "
-        "WHEN NOT MATCHED AND s._tomb = 'set' THEN INSERT "
-        f"(target_table, key, {ORDER_COLUMN}, batch_id) VALUES "
-        f"(s.target_table, s.key, s.{ORDER_COLUMN}, s.batch_id)"
-    )
-    spark.catalog.dropTempView(view)
-
-
-def _append_tombstones(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
-    """Add tombstones when the table had none: every one is new (none to clear or move)."""
-    rows = _tombstone_changes(classified, target, batch_id).drop("_tomb")
-    _append(rows, target.tombstones, batch_id)
-
-
-def _append(rows: DataFrame, identifier: str, batch_id: int) -> None:
-    rows.writeTo(identifier).option("snapshot-property.cdc.batch-id", str(batch_id)).append()
-
-
 def apply_table(
     spark: SparkSession,
     changes: DataFrame,
@@ -409,17 +307,17 @@ def apply_table(
         if summary.inserted or summary.updated or summary.deleted or moves_soft:
             if created:
                 with stage("append to created table"):
-                    _append_target(classified, target, batch_id)
+                    append_target(classified, target, batch_id)
             else:
                 with stage("merge into table"):
-                    _merge_target(spark, classified, target)
+                    merge_target(spark, classified, target)
         if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
             if tombstones:
                 with stage("merge into tombstones"):
-                    _merge_tombstones(spark, classified, target, batch_id)
+                    merge_tombstones(spark, classified, target, batch_id)
             else:
                 with stage("append first tombstones"):
-                    _append_tombstones(classified, target, batch_id)
+                    append_tombstones(classified, target, batch_id)
             index.add(target.name)
     if earlier is not None:
         for name in (*OUTCOMES, "created"):

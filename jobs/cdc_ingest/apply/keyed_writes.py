@@ -1,0 +1,129 @@
+"""Writing a classified batch of a keyed table: ``MERGE INTO`` the mirror (or an append to a
+table this batch created) and the table's keys in the namespace's ``_cdc_tombstones``.
+
+Each write reads the classification's ``_action`` (``actions``) and the newest change per key.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, INSERT, UPDATE
+from cdc_ingest.apply.update_images import KEEP_COLUMN
+from cdc_ingest.schema.target import TargetTable
+from cdc_ingest.state.tables import ORDER_COLUMN, quote
+from cdc_ingest.table_options import DELETED_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_views = itertools.count()
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def merge_target(spark: SparkSession, classified: DataFrame, target: TargetTable) -> None:
+    columns = [*target.written_columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
+    soft = target.deletes == "soft"
+    view = f"_cdc_merge_{next(_views)}"
+    carried = [KEEP_COLUMN] if KEEP_COLUMN in classified.columns else []
+    # With soft deletes, a delete of a soft-deleted row still moves its order on.
+    merged = (INSERT, UPDATE, DELETED, DELETED_ABSENT) if soft else (INSERT, UPDATE, DELETED)
+    classified.where(F.col("_action").isin(*merged)).select(
+        *columns, "_action", *carried
+    ).createOrReplaceTempView(view)
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.keys)
+    newer = f"s.{ORDER_COLUMN} > t.{ORDER_COLUMN}"
+    keeps = KEEP_COLUMN in classified.columns
+    sets = ", ".join(
+        f"{quote(c)} = CASE WHEN array_contains(s.{KEEP_COLUMN}, {_literal(c)}) "
+        f"THEN t.{quote(c)} "
+        f"ELSE s.{quote(c)} END"
+        if keeps and c in target.columns and c not in target.keys
+        else f"{quote(c)} = s.{quote(c)}"
+        for c in columns
+    )
+    names = ", ".join(quote(c) for c in columns)
+    values = ", ".join(f"s.{quote(c)}" for c in columns)
+    if soft:
+        flag = quote(DELETED_COLUMN)
+        marks = ", ".join(f"{c} = s.{c}" for c in (ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"))
+        spark.sql(
+            f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
+            f"WHEN MATCHED AND s._action IN ('{DELETED}', '{DELETED_ABSENT}') AND {newer} "
+            f"THEN UPDATE SET {flag} = true, {marks} "
+            f"WHEN MATCHED AND s._action IN ('{UPDATE}', '{INSERT}') AND {newer} "
+            f"THEN UPDATE SET {sets}, {flag} = false "
+            f"WHEN NOT MATCHED AND s._action = '{INSERT}' "
+            f"THEN INSERT ({names}, {flag}) VALUES ({values}, false)"
+        )
+    else:
+        spark.sql(
+            f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
+            f"WHEN MATCHED AND s._action = '{DELETED}' AND {newer} THEN DELETE "
+            f"WHEN MATCHED AND s._action = '{UPDATE}' AND {newer} THEN UPDATE SET {sets} "
+            f"WHEN NOT MATCHED AND s._action = '{INSERT}' THEN INSERT ({names}) VALUES ({values})"
+        )
+    spark.catalog.dropTempView(view)
+
+
+def append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
+    """Insert into a table this run created: nothing to match, so no MERGE join or delete files."""
+    columns: list[Column | str] = [
+        *target.written_columns,
+        ORDER_COLUMN,
+        "_cdc_op",
+        "_cdc_batch_id",
+    ]
+    if target.deletes == "soft":
+        columns.append(F.lit(False).alias(DELETED_COLUMN))
+    _append(
+        classified.where(F.col("_action") == INSERT).select(*columns), target.identifier, batch_id
+    )
+
+
+def _tombstone_changes(classified: DataFrame, target: TargetTable, batch_id: int) -> DataFrame:
+    action = F.col("_action")
+    return classified.where(
+        action.isin(DELETED, DELETED_ABSENT) | ((action == INSERT) & F.col("_had_tombstone"))
+    ).select(
+        F.lit(target.name).alias("target_table"),
+        F.col("_cdc_key").alias("key"),
+        F.col(ORDER_COLUMN),
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.when(action == INSERT, F.lit("clear")).otherwise(F.lit("set")).alias("_tomb"),
+    )
+
+
+def merge_tombstones(
+    spark: SparkSession, classified: DataFrame, target: TargetTable, batch_id: int
+) -> None:
+    view = f"_cdc_tombstones_{next(_views)}"
+    _tombstone_changes(classified, target, batch_id).createOrReplaceTempView(view)
+    spark.sql(
+        f"MERGE INTO {target.tombstones} t USING {view} s "
+        "ON t.target_table = s.target_table AND t.key = s.key "
+        "WHEN MATCHED AND s._tomb = 'clear' THEN DELETE "
+        f"WHEN MATCHED AND s._tomb = 'set' AND s.{ORDER_COLUMN} > t.{ORDER_COLUMN} THEN UPDATE SET "
+        f"{ORDER_COLUMN} = s.{ORDER_COLUMN}, batch_id = s.batch_id "
+        "WHEN NOT MATCHED AND s._tomb = 'set' THEN INSERT "
+        f"(target_table, key, {ORDER_COLUMN}, batch_id) VALUES "
+        f"(s.target_table, s.key, s.{ORDER_COLUMN}, s.batch_id)"
+    )
+    spark.catalog.dropTempView(view)
+
+
+def append_tombstones(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
+    """Add tombstones when the table had none: every one is new (none to clear or move)."""
+    rows = _tombstone_changes(classified, target, batch_id).drop("_tomb")
+    _append(rows, target.tombstones, batch_id)
+
+
+def _append(rows: DataFrame, identifier: str, batch_id: int) -> None:
+    rows.writeTo(identifier).option("snapshot-property.cdc.batch-id", str(batch_id)).append()

@@ -1,0 +1,115 @@
+"""What a user would run instead of cdc-ingest, timed on the same changes (``bench_steady``).
+
+Each returns the CPU seconds of the whole process tree: a parse-only baseline, a hand-written Spark
+job (parse, newest change per key, one ``MERGE INTO``), and pyiceberg's ``Table.upsert``. The
+changes are Debezium messages of an ``(id, v, note)`` table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench_phases import tree_cpu_seconds
+
+if TYPE_CHECKING:
+    from cdc_ingest.config import CatalogConfig
+    from pyspark.sql import SparkSession
+
+PARSE_SCHEMA = (
+    "op string, ts_ms bigint, before struct<id bigint, v bigint, note string>, "
+    "after struct<id bigint, v bigint, note string>, source map<string,string>"
+)
+
+
+def parse_baseline(spark: SparkSession, landing: Path) -> float:
+    """CPU seconds to read and fully parse every line of ``landing``."""
+    from pyspark.sql import functions as F
+
+    cpu = tree_cpu_seconds()
+    parsed = F.from_json("value", PARSE_SCHEMA)
+    (
+        spark.read.text(str(landing))
+        .select(parsed.alias("m"))
+        .groupBy("m.op")
+        .agg(F.count(F.lit(1)), F.max("m.ts_ms"), F.sum("m.after.v"), F.sum("m.before.v"))
+        .collect()
+    )
+    return tree_cpu_seconds() - cpu
+
+
+def hand_merge(spark: SparkSession, landing: Path, table: str) -> float:
+    """CPU seconds of the job a user would write: parse, newest per key, one MERGE."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    cpu = tree_cpu_seconds()
+    m = F.from_json("value", PARSE_SCHEMA).alias("m")
+    parsed = (
+        spark.read.text(str(landing))
+        .select(m)
+        .select(
+            F.coalesce("m.after.id", "m.before.id").alias("id"),
+            F.col("m.after.v").alias("v"),
+            F.col("m.after.note").alias("note"),
+            F.col("m.op").alias("op"),
+            F.col("m.ts_ms").alias("ts"),
+        )
+    )
+    newest = Window.partitionBy("id").orderBy(F.col("ts").desc())
+    parsed.withColumn("_n", F.row_number().over(newest)).where("_n = 1").createOrReplaceTempView(
+        "hand_changes"
+    )
+    spark.sql(
+        f"MERGE INTO {table} t USING hand_changes s ON t.id = s.id "
+        "WHEN MATCHED AND s.op = 'd' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET v = s.v, note = s.note "
+        "WHEN NOT MATCHED AND s.op != 'd' THEN INSERT (id, v, note) VALUES (s.id, s.v, s.note)"
+    )
+    return tree_cpu_seconds() - cpu
+
+
+def pyiceberg_upsert(
+    catalog_config: CatalogConfig, name: str, rows: int, lines: list[str]
+) -> float:
+    """CPU seconds of pyiceberg's upsert (and delete) of ``lines`` into a new table ``name``
+    (``namespace.table``) of ``rows`` rows."""
+    import pyarrow as pa
+    from cdc_ingest.state.lake import open_catalog
+    from pyiceberg.expressions import In
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    catalog = open_catalog(catalog_config)
+    catalog.create_namespace_if_not_exists(name.split(".")[0])
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "v", LongType(), required=False),
+        NestedField(3, "note", StringType(), required=False),
+        identifier_field_ids=[1],
+    )
+    table = catalog.create_table(name, schema)
+    arrow_schema = schema.as_arrow()
+    ids = pa.array(range(rows), pa.int64())
+    table.append(
+        pa.Table.from_arrays(
+            [ids, pa.array([0] * rows, pa.int64()), pa.array([f"n{i}" for i in range(rows)])],
+            schema=arrow_schema,
+        )
+    )
+    cpu = tree_cpu_seconds()
+    newest: dict[int, dict[str, Any]] = {}
+    for line in lines:
+        message = json.loads(line)
+        image = message["after"] or message["before"]
+        newest[image["id"]] = {"op": message["op"], **image}
+    kept = [r for r in newest.values() if r["op"] != "d"]
+    gone = [r["id"] for r in newest.values() if r["op"] == "d"]
+    table.upsert(
+        pa.Table.from_pylist(
+            [{"id": r["id"], "v": r["v"], "note": r["note"]} for r in kept], schema=arrow_schema
+        )
+    )
+    table.delete(In("id", gone))  # type: ignore[call-arg, arg-type]  # a pydantic init
+    return tree_cpu_seconds() - cpu
