@@ -23,7 +23,7 @@ from debezium_containers import (
     write_parquet,
 )
 
-# What FIRST and SECOND leave, written by hand: id 1 updated, 2 deleted, 3 dead-lettered, 4 inserted.
+# What FIRST and SECOND leave, by hand: id 1 updated, 2 deleted, 3 dead-lettered, 4 inserted.
 WANT = {
     1: ("c1", Decimal("99.99"), dt.date(2024, 1, 2), dt.datetime(2024, 1, 2, 3, 4, 5, 678902)),
     4: ("c4", Decimal("0.10"), dt.date(2024, 1, 5), dt.datetime(2024, 1, 2, 3, 4, 5, 678905)),
