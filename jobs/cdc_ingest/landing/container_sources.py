@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_ingest.landing.reader import ARROW_BATCH_LINES
-from cdc_ingest.landing.zones import LandingError, S3Access, read_bytes, s3_client
+from cdc_ingest.landing.zones import S3Access, read_bytes, s3_client, s3_head
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -36,34 +36,15 @@ _HEAD_BYTES = 1 << 16
 FILE_IDX, LINE, FILE_NAME = "_cdc_file_idx", "_cdc_line", "_cdc_file_name"
 
 
-def _object_bytes(uri: str, s3: S3Access, byte_range: str | None = None) -> bytes:
-    """An S3 object's bytes, or the ``Range`` of them (``bytes=0-65535``, ``bytes=-65536``)."""
-    parsed = urlparse(uri)
-    extra = {"Range": byte_range} if byte_range else {}
-    try:
-        body = s3_client(s3).get_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), **extra)[
-            "Body"
-        ]
-        return bytes(body.read())
-    except Exception as exc:
-        raise LandingError(
-            f"landed file {uri} cannot be read with the credentials of {s3.source}: {exc}"
-        ) from exc
-
-
 def container_head(uri: str, file_format: str, s3: S3Access | None) -> tuple[Any, str | None]:
     """A file's Parquet footer (``pq.FileMetaData``; None for Avro) and Avro writer schema text
-    (Parquet: parquet-avro's copy, if kept). Of an S3 object only the header or footer is read."""
+    (Parquet: parquet-avro's copy, if kept). Only the file's header or footer is read."""
     if file_format == "avro":
         import fastavro
 
-        if not uri.startswith("s3://"):
-            with open(unquote(urlparse(uri).path), "rb") as handle:
-                return None, fastavro.reader(handle).metadata.get("avro.schema")
-        access = s3 or S3Access.from_env()
         size = _HEAD_BYTES
         while True:  # the header (magic, metadata map, sync marker) is read whole or not at all
-            head = _object_bytes(uri, access, f"bytes=0-{size - 1}")
+            head = read_bytes(uri, s3, byte_range=f"bytes=0-{size - 1}")
             try:
                 return None, fastavro.reader(io.BytesIO(head)).metadata.get("avro.schema")
             except Exception:
@@ -72,14 +53,10 @@ def container_head(uri: str, file_format: str, s3: S3Access | None) -> tuple[Any
                 size *= 16
     import pyarrow.parquet as pq
 
-    if uri.startswith("s3://"):
-        access = s3 or S3Access.from_env()
-        # The footer's length is in the 8 bytes before the trailing magic.
-        tail = _object_bytes(uri, access, "bytes=-8")
-        footer = int.from_bytes(tail[:4], "little") + 8
-        metadata = pq.read_metadata(io.BytesIO(_object_bytes(uri, access, f"bytes=-{footer}")))
-    else:
-        metadata = pq.read_metadata(unquote(urlparse(uri).path))
+    # The footer's length is in the 8 bytes before the trailing magic.
+    tail = read_bytes(uri, s3, byte_range="bytes=-8")
+    footer = read_bytes(uri, s3, byte_range=f"bytes=-{int.from_bytes(tail[:4], 'little') + 8}")
+    metadata = pq.read_metadata(io.BytesIO(footer))
     raw = (metadata.metadata or {}).get(b"parquet.avro.schema")
     return metadata, raw.decode("utf-8") if raw else None
 
@@ -187,19 +164,11 @@ def _s3_frame(
     return plan.mapInArrow(batches, schema)
 
 
-def exists(uri: str) -> bool:
+def exists(uri: str, client: Any = None) -> bool:
+    """Whether a file is there (an S3 object: asked with ``client``)."""
     if not uri.startswith("s3://"):
         return Path(unquote(urlparse(uri).path)).is_file()
-    parsed = urlparse(uri)
-    try:
-        s3_client(S3Access.from_env()).head_object(
-            Bucket=parsed.netloc, Key=parsed.path.lstrip("/")
-        )
-    except Exception as exc:
-        if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("404", "NoSuchKey"):
-            return False
-        raise LandingError(f"landed file {uri} cannot be checked: {exc}") from exc
-    return True
+    return s3_head(uri, client or s3_client(S3Access.from_env())) is not None
 
 
 def container_frames(

@@ -36,7 +36,7 @@ from cdc_ingest.landing.container_sources import (
     exists,
 )
 from cdc_ingest.landing.reader import ONE_FILE_PER_PARTITION
-from cdc_ingest.landing.zones import LandedFile, S3Access, companion_uri, s3_etag
+from cdc_ingest.landing.zones import LandedFile, S3Access, companion_uri, s3_client, s3_etag
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -212,10 +212,12 @@ def read_container_records(
             envelope = json.dumps(connect_schema(schema), separators=(",", ":"))
         parts.append(_records(frame, envelope))
     records = functools.reduce(DataFrame.unionByName, parts)
+    on_s3 = any(uri.startswith("s3://") for _, uri, _ in chosen)
+    client = s3_client(S3Access.from_env()) if on_s3 else None
     companions = [
         (idx, key_uri, None)
         for idx, uri, _ in chosen
-        if exists(key_uri := companion_uri(uri, ".keys"))
+        if exists(key_uri := companion_uri(uri, ".keys"), client)
     ]
     if not companions:
         return records

@@ -226,13 +226,20 @@ def s3_etag(fingerprint: str | None) -> str | None:
     return '"' + fingerprint.removeprefix("etag:") + '"'
 
 
-def read_bytes(uri: str, s3: S3Access | None = None, etag: str | None = None) -> bytes:
+def read_bytes(
+    uri: str,
+    s3: S3Access | None = None,
+    etag: str | None = None,
+    byte_range: str | None = None,
+) -> bytes:
     """The decompressed content of one landed file.
 
     Args:
         uri: the file.
         s3: how to reach S3 (default: the environment).
         etag: an S3 object is read only if it still has this ETag.
+        byte_range: only these bytes, as HTTP spells a range: ``bytes=0-65535`` (the first 64 KiB),
+            ``bytes=-8`` (the last 8); never decompressed.
 
     Raises:
         LandingError: the file cannot be read, or the object no longer has ``etag``.
@@ -242,6 +249,8 @@ def read_bytes(uri: str, s3: S3Access | None = None, etag: str | None = None) ->
         parsed = urlparse(uri)
         access = s3 or S3Access.from_env()
         conditions = {"IfMatch": etag} if etag else {}
+        if byte_range:
+            conditions["Range"] = byte_range
         try:
             body = s3_client(access).get_object(
                 Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), **conditions
@@ -257,11 +266,23 @@ def read_bytes(uri: str, s3: S3Access | None = None, etag: str | None = None) ->
             raise LandingError(
                 f"landed file {uri} cannot be read with the credentials of {access.source}: {exc}"
             ) from exc
+    elif byte_range:
+        return _local_range(_local_path(uri), byte_range)
     else:
         data = _local_path(uri).read_bytes()
-    if uri.lower().endswith(".gz"):
+    if uri.lower().endswith(".gz") and not byte_range:
         data = gzip.decompress(data)
     return data
+
+
+def _local_range(path: Path, byte_range: str) -> bytes:
+    first, _, last = byte_range.removeprefix("bytes=").partition("-")
+    with path.open("rb") as handle:
+        if not first:  # the last ``last`` bytes
+            handle.seek(max(0, path.stat().st_size - int(last)))
+            return handle.read()
+        handle.seek(int(first))
+        return handle.read(int(last) - int(first) + 1 if last else -1)
 
 
 def iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
@@ -274,7 +295,7 @@ def iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
             yield number, line
 
 
-def _s3_head(uri: str, client: Any) -> tuple[int, str] | None:
+def s3_head(uri: str, client: Any) -> tuple[int, str] | None:
     """(size, ``etag:`` fingerprint) of an S3 object, or None when it no longer exists."""
     parsed = urlparse(uri)
     try:
@@ -335,7 +356,7 @@ def check_planned(
 
         client = s3_client(s3)
         with ThreadPoolExecutor(max_workers=16) as pool:
-            heads = list(pool.map(lambda f: _s3_head(f[1].uri, client), remote))
+            heads = list(pool.map(lambda f: s3_head(f[1].uri, client), remote))
         for (i, landed), head in zip(remote, heads, strict=True):
             if head is None:
                 found[i] = FileCheck(MISSING, "deleted after it was planned")
