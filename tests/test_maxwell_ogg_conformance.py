@@ -279,3 +279,24 @@ def test_lowercase_column_names_apply_to_the_columns_ddl_adds(lake):
     assert columns == ["id", "v", "note"]
     rows = {r["id"]: (r["v"], r["note"]) for r in lake.rows("orders", "id", "v", "note")}
     assert rows == {1: ("a", None), 2: ("b", "hi")}
+
+
+def test_lowercase_column_names_refuse_a_message_spelling_one_column_twice(lake):
+    lake.add_pipeline("shop", "maxwell-json", column_names="lowercase")
+    lake.land(
+        "shop",
+        "a.json",
+        [
+            maxwell("insert", {"id": 1, "v": "a"}, xid=1),
+            maxwell("insert", {"id": 2, "V": "b", "v": "c"}, xid=2),
+        ],
+    )
+    summary = lake.run("shop")
+    assert (summary.lines, summary.dead_lettered) == (2, 1)
+    [letter] = lake.dead_letters("ods")
+    assert (letter["line"], letter["reason"]) == (
+        2,
+        "the message names a column in two spellings that differ only in case "
+        "(column_names: lowercase)",
+    )
+    assert [(r["id"], r["v"]) for r in lake.rows("orders", "id", "v")] == [(1, "a")]

@@ -8,7 +8,8 @@ A pipelines file's ``lineage:`` section turns it on for every run of its pipelin
 
 The job's Spark session then loads ``io.openlineage:openlineage-spark`` (Maven Central, the
 release matched to Spark 3.5 and Scala 2.12) as a Spark listener: it reports each Spark job of a
-batch with the files Spark read and the Iceberg tables written as its datasets. ``transport`` is
+batch, with the files Spark's own sources read and the Iceberg tables of catalogs it can name
+(REST, Hive, Hadoop, Glue, Nessie; not JDBC) as its datasets. ``transport`` is
 the integration's own (``spark.openlineage.transport.*``: ``http``, ``file``, ``kafka``, ...);
 without it, under Airflow, the Airflow OpenLineage provider's HTTP transport is passed on. Under
 Airflow the ingest task is the parent run (the provider's ``spark_inject_parent_job_info``), and
