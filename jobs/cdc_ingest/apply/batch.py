@@ -14,13 +14,14 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.append_only import apply_append_only
 from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
+from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, applies_fresh, fresh_groups
 from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.apply.segmented import TableContext, apply_with_ddl
 from cdc_ingest.apply.update_images import pair_before_halves
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.evolution import EVOLVE, ignored_rows
 from cdc_ingest.schema.inference import TypeInference
-from cdc_ingest.schema.target import TargetInventory, prepare_target, table_keys
+from cdc_ingest.schema.target import TargetInventory, TargetTable, prepare_target, table_keys
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import TOMBSTONES, TombstoneIndex, qualified
@@ -106,6 +107,7 @@ def apply_all_tables(
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].position)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
+    fresh: list[FreshTable] = []
     for name in ordered:
         base = inventory.tables.get(name) or TargetInventory(name)
         if only and name not in only:
@@ -125,29 +127,93 @@ def apply_all_tables(
                 table_summary, errors = apply_with_ddl(ctx, name, by_table[name], mine, base)
                 dead += errors
             else:
-                table_summary, bad = _apply_plain(ctx, base, rows, mine, name in fan_out, evolve)
+                target, created = _prepare(ctx, base, evolve)
+                together = applies_fresh(target, created, ctx.tombstone_index.holds(name))
+                if together and name not in fan_out:
+                    fresh.append(FreshTable(target, rows))  # applied below, with the others
+                    continue
+                table_summary, bad = _apply_plain(ctx, target, created, rows, mine, name in fan_out)
                 if bad is not None:
                     dead.append(bad)
                 if not evolve:
-                    identifier = qualified(ctx.catalog, ctx.namespace, name)
-                    summary.ignored_values += ignored_rows(spark, changes, name, identifier)
+                    summary.ignored_values += ignored_rows(spark, changes, name, target.identifier)
         except (AnalysisException, TableDesignError) as exc:
-            # The table's own fault (a mirror altered by hand, a name or type Spark refuses,
-            # table options that do not fit its columns), as long as none of its changes were
-            # committed: its changes become dead letters with the reason, and the other tables
-            # of the batch flow.
-            if _committed_in_batch(spark, batch, name):
-                raise
-            reason = f"table {name} could not be applied: {_first_line(exc)}"
-            table_summary, refused = _refuse_table(changes, name, rows, reason)
+            table_summary, refused = _refuse_table(ctx, changes, name, rows, exc)
             dead.append(refused)
             for event in by_table.get(name, []):
-                event.status, event.detail = "failed", reason
-        if table_summary.messages or table_summary.created or table_summary.dead_lettered:
-            summary.tables[name] = table_summary
-        summary.messages -= table_summary.dead_lettered
-        summary.dead_lettered += table_summary.dead_lettered
+                event.status, event.detail = "failed", f"table {name} {_why(exc)}"
+        _account(summary, table_summary)
+    dead += _apply_fresh(ctx, fresh, changes, summary, evolve)
     return dead
+
+
+def _account(summary: RunSummary, table_summary: TableSummary) -> None:
+    if table_summary.messages or table_summary.created or table_summary.dead_lettered:
+        summary.tables[table_summary.table] = table_summary
+    summary.messages -= table_summary.dead_lettered
+    summary.dead_lettered += table_summary.dead_lettered
+
+
+def _apply_fresh(
+    ctx: TableContext,
+    tables: list[FreshTable],
+    changes: DataFrame,
+    summary: RunSummary,
+    evolve: bool,
+) -> list[DataFrame]:
+    """Tables this run created, typed, collapsed and counted in groups (``fresh_tables``); each
+    appended by a commit of its own, its failure its own; one tombstones commit per group."""
+    spark = ctx.spark
+    dead: list[DataFrame] = []
+    for members in fresh_groups(tables):
+        group = FreshGroup(spark, members, ctx.batch_id)
+        try:
+            group.classify(changes)
+        except AnalysisException:
+            # Not one table's fault as far as can be told: each table alone, as any other.
+            for table in members:
+                dead += _apply_alone(ctx, table, changes, summary, evolve)
+            continue
+        applied: set[str] = set()
+        for table in members:
+            target = table.target
+            try:
+                group.append(table)
+                table_summary = group.summaries[target.name]
+                table_summary.design_changes += target.design_changes
+                applied.add(target.name)
+            except (AnalysisException, TableDesignError) as exc:
+                table_summary, refused = _refuse_table(ctx, changes, target.name, table.rows, exc)
+                dead.append(refused)
+            if not evolve:
+                summary.ignored_values += ignored_rows(
+                    spark, changes, target.name, target.identifier
+                )
+            _account(summary, table_summary)
+        for name in group.append_tombstones(members[0].target.tombstones, applied):
+            ctx.tombstone_index.add(name)
+        errors = group.errors(applied)
+        if errors is not None:
+            dead.append(errors)
+    return dead
+
+
+def _apply_alone(
+    ctx: TableContext, table: FreshTable, changes: DataFrame, summary: RunSummary, evolve: bool
+) -> list[DataFrame]:
+    target = table.target
+    try:
+        table_summary, bad = _apply_plain(ctx, target, True, table.rows, changes, False)
+        letters = [bad] if bad is not None else []
+        if not evolve:
+            summary.ignored_values += ignored_rows(
+                ctx.spark, changes, target.name, target.identifier
+            )
+    except (AnalysisException, TableDesignError) as exc:
+        table_summary, refused = _refuse_table(ctx, changes, target.name, table.rows, exc)
+        letters = [refused]
+    _account(summary, table_summary)
+    return letters
 
 
 def _first_line(exc: Exception) -> str:
@@ -155,23 +221,32 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
-def _committed_in_batch(spark: SparkSession, batch: Batch, name: str) -> bool:
+def _why(exc: Exception) -> str:
+    return f"could not be applied: {_first_line(exc)}"
+
+
+def _committed_in_batch(ctx: TableContext, name: str) -> bool:
     """Whether a commit of this batch already changed the table (then it is not refused whole)."""
-    if name not in batch.existing and not spark.catalog.tableExists(
-        qualified(batch.catalog, batch.namespace, name)
-    ):
+    identifier = qualified(ctx.catalog, ctx.namespace, name)
+    if name not in ctx.existing and not ctx.spark.catalog.tableExists(identifier):
         return False
-    identifier = qualified(batch.catalog, batch.namespace, name)
-    mine = spark.sql(f"SELECT summary FROM {identifier}.snapshots").where(
-        F.col("summary").getItem(BATCH_PROPERTY) == str(batch.batch_id)
+    mine = ctx.spark.sql(f"SELECT summary FROM {identifier}.snapshots").where(
+        F.col("summary").getItem(BATCH_PROPERTY) == str(ctx.batch_id)
     )
     return bool(mine.limit(1).count())
 
 
 def _refuse_table(
-    changes: DataFrame, name: str, rows: int, reason: str
+    ctx: TableContext, changes: DataFrame, name: str, rows: int, exc: Exception
 ) -> tuple[TableSummary, DataFrame]:
-    """Every change aimed at a table, as dead letters with one reason."""
+    """Every change aimed at a table, as dead letters with one reason: the table's own fault (a
+    mirror altered by hand, a name or type Spark refuses, table options that do not fit its
+    columns), as long as none of its changes were committed; the other tables of the batch flow.
+    Raises ``exc`` again when a commit of the batch changed the table already.
+    """
+    if _committed_in_batch(ctx, name):
+        raise exc
+    reason = f"table {name} {_why(exc)}"
     letters = changes.where(F.col("_cdc_target") == name).select(
         "_cdc_file_idx",
         "_cdc_line",
@@ -183,15 +258,9 @@ def _refuse_table(
     return TableSummary(name, dead_lettered=rows), letters
 
 
-def _apply_plain(
-    ctx: TableContext,
-    base: TargetInventory,
-    rows: int,
-    changes: DataFrame,
-    fan_out: bool,
-    evolve: bool,
-) -> tuple[TableSummary, DataFrame | None]:
-    """One table without statements in the batch: one segment (none if its source was dropped)."""
+def _prepare(ctx: TableContext, base: TargetInventory, evolve: bool) -> tuple[TargetTable, bool]:
+    """Create or extend a table without statements in the batch; returns it and whether this
+    run created it."""
     with stage("prepare target"):
         target, created = prepare_target(
             ctx.spark,
@@ -206,11 +275,24 @@ def _apply_plain(
             ctx.table_options.for_table(base.name),
         )
     ctx.existing.add(base.name)
+    return target, created
+
+
+def _apply_plain(
+    ctx: TableContext,
+    target: TargetTable,
+    created: bool,
+    rows: int,
+    changes: DataFrame,
+    fan_out: bool,
+) -> tuple[TableSummary, DataFrame | None]:
+    """One prepared table without statements in the batch: one segment (none if its source was
+    dropped)."""
     if target.source_dropped:
-        return TableSummary(base.name, messages=rows, source_dropped=rows), None
+        return TableSummary(target.name, messages=rows, source_dropped=rows), None
     mine = changes
     if fan_out:
-        mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(base.name)))
+        mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(target.name)))
     if target.keys:
         table_summary, bad = apply_table(
             ctx.spark,

@@ -66,7 +66,14 @@ def counts_properties(
     batch_id: int, table: str, part: str, counts: dict[str, Any]
 ) -> dict[str, str]:
     """The properties of one table's commit: its batch, and its counts for that part of it."""
-    note = {"table": table, "part": part, "counts": counts}
+    return notes_properties(batch_id, [(table, part, counts)])
+
+
+def notes_properties(batch_id: int, notes: list[tuple[str, str, dict[str, Any]]]) -> dict[str, str]:
+    """The properties of a commit for several tables (one ``_cdc_tombstones`` commit of a batch's
+    new tables): the batch, and each (table, part, counts)."""
+    listed = [{"table": t, "part": p, "counts": c} for t, p, c in notes]
+    note: dict[str, Any] = listed[0] if len(listed) == 1 else {"tables": listed}
     return {BATCH_PROPERTY: str(batch_id), COUNTS_PROPERTY: json.dumps(note, sort_keys=True)}
 
 
@@ -82,10 +89,11 @@ def earlier_counts(
         for row in rows:
             if row["note"] is None:
                 continue
-            note = json.loads(row["note"])
-            if note.get("table") == table and note.get("part") == part:
-                counts: dict[str, Any] = note["counts"]
-                return counts
+            found = json.loads(row["note"])
+            for note in found.get("tables", [found]):
+                if note.get("table") == table and note.get("part") == part:
+                    counts: dict[str, Any] = note["counts"]
+                    return counts
     return None
 
 

@@ -58,33 +58,28 @@ OUTCOMES = (
 )
 
 
-def _raw(name: str, keys: tuple[str, ...]) -> Column:
+def raw_value(name: str, keyed: bool | Column) -> Column:
+    """A column's text: from the image, or for a key column (where ``keyed`` holds) from the
+    message's key values first."""
     image = F.element_at("image", F.lit(name))
-    if name in keys:
-        return F.coalesce(F.element_at("key_values", F.lit(name)), image)
-    return image
+    if keyed is False:
+        return image
+    key_value = F.coalesce(F.element_at("key_values", F.lit(name)), image)
+    return key_value if keyed is True else F.when(keyed, key_value).otherwise(image)
 
 
-def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> DataFrame:
-    """This table's changes with typed columns and ``_type_error`` for values that don't fit."""
-    values: list[Column] = []
-    errors: list[Column] = []
-    kept: list[Column] = []
-    for name, ctype in target.columns.items():
-        raw = _raw(name, target.keys)
-        if target.unavailable_values and name not in target.keys:
-            missing = raw.isin(*target.unavailable_values)
-            kept.append(F.when(missing, F.lit(name)))
-            raw = F.when(~missing, raw)
-        typed = typed_value(raw, ctype)
-        values.append(typed.alias(name))
-        errors.append(column_error(name, raw, typed, ctype))
-    names = F.map_keys("image")
-    for refused, why in target.refused_columns.items():
-        errors.insert(0, F.when(F.array_contains(names, refused), F.lit(why)))
-    moved = [MOVED_COLUMN] if MOVED_COLUMN in changes.columns else []
-    frame = changes.where(F.col("_cdc_target") == target.name).select(
-        *moved,
+def typed_select(
+    frame: DataFrame,
+    values: list[Column],
+    errors: list[Column],
+    batch_id: int,
+    leading: list[str] | None = None,
+    trailing: list[Column] | None = None,
+) -> DataFrame:
+    """The typed frame's columns: where each change comes from, its typed ``values``, its change
+    columns, and ``_type_error``, the first of ``errors`` (null when every value fits)."""
+    return frame.select(
+        *(leading or []),
         "_cdc_file_idx",
         "_cdc_line",
         "row_in_message",
@@ -96,7 +91,35 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
         F.col("op").alias("_cdc_op"),
         F.lit(batch_id).cast("bigint").alias("_cdc_batch_id"),
         F.coalesce(*errors, F.lit(None).cast("string")).alias("_type_error"),
-        *([F.array_compact(F.array(*kept)).alias(KEEP_COLUMN)] if kept else []),
+        *(trailing or []),
+    )
+
+
+def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> DataFrame:
+    """This table's changes with typed columns and ``_type_error`` for values that don't fit."""
+    values: list[Column] = []
+    errors: list[Column] = []
+    kept: list[Column] = []
+    for name, ctype in target.columns.items():
+        raw = raw_value(name, name in target.keys)
+        if target.unavailable_values and name not in target.keys:
+            missing = raw.isin(*target.unavailable_values)
+            kept.append(F.when(missing, F.lit(name)))
+            raw = F.when(~missing, raw)
+        typed = typed_value(raw, ctype)
+        values.append(typed.alias(name))
+        errors.append(column_error(name, raw, typed, ctype))
+    names = F.map_keys("image")
+    for refused, why in target.refused_columns.items():
+        errors.insert(0, F.when(F.array_contains(names, refused), F.lit(why)))
+    moved = [MOVED_COLUMN] if MOVED_COLUMN in changes.columns else []
+    frame = typed_select(
+        changes.where(F.col("_cdc_target") == target.name),
+        values,
+        errors,
+        batch_id,
+        leading=moved,
+        trailing=[F.array_compact(F.array(*kept)).alias(KEEP_COLUMN)] if kept else [],
     )
     if not target.computed:
         return frame
@@ -127,16 +150,19 @@ def typing_errors(typed: DataFrame, target: TargetTable) -> DataFrame:
     )
 
 
-def newest_changes(good: DataFrame, unsent: list[str] | None = None) -> DataFrame:
+def newest_changes(
+    good: DataFrame, unsent: list[str] | None = None, per: tuple[str, ...] = ("_cdc_key",)
+) -> DataFrame:
     """Each key's newest change, with ``_changes``: how many changes of the batch it stands for.
 
     One sort by key and order serves both window functions (same partitioning and ordering), and
     only the newest change per key goes on: the others are merely counted as superseded.
     ``unsent``: columns some changes did not send (``KEEP_COLUMN``); see ``_fill_unsent``.
+    ``per``: what a key is (with ``_cdc_target`` first when the frame holds several tables).
     """
     if unsent:
         good = fill_unsent(good, unsent)
-    newest_first = Window.partitionBy("_cdc_key").orderBy(F.col(ORDER_COLUMN).desc())
+    newest_first = Window.partitionBy(*per).orderBy(F.col(ORDER_COLUMN).desc())
     whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     return (
         good.drop("_cdc_file_idx", "_cdc_line", "_cdc_source", "_type_error")
@@ -207,6 +233,50 @@ def classify(
     )
 
 
+# Keys and changes per classification: (action, had a tombstone) -> (keys, changes).
+ActionCounts = dict[tuple[str, bool], tuple[int, int]]
+
+
+def action_counts(classified: DataFrame, *by: str) -> dict[tuple[object, ...], ActionCounts]:
+    """How many keys, and changes, each classification has; one job, per value of ``by``."""
+    counts: dict[tuple[object, ...], ActionCounts] = {}
+    rows = (
+        classified.groupBy(*by, "_action", "_had_tombstone")
+        .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
+        .collect()
+    )
+    for r in rows:
+        mine = counts.setdefault(tuple(r[b] for b in by), {})
+        mine[(r["_action"], r["_had_tombstone"])] = (r["keys"], r["changes"])
+    if not by:
+        counts.setdefault((), {})
+    return counts
+
+
+def table_summary(
+    name: str, counts: ActionCounts, rows: int, ignored: int = 0, moved: int = 0
+) -> TableSummary:
+    """A table's outcomes from its classification's counts; the rest of its ``rows`` (the
+    changes aimed at it) are dead letters."""
+    by_action: dict[str, int] = {}
+    for (act, _), (keys, _) in counts.items():
+        by_action[act] = by_action.get(act, 0) + keys
+    good = sum(n for _, n in counts.values())
+    return TableSummary(
+        table=name,
+        messages=good + ignored - moved,
+        key_changes=moved,
+        deletes_ignored=ignored,
+        inserted=by_action.get(INSERT, 0),
+        updated=by_action.get(UPDATE, 0),
+        deleted=by_action.get(DELETED, 0),
+        deleted_absent=by_action.get(DELETED_ABSENT, 0),
+        superseded=good - sum(by_action.values()),
+        older=by_action.get(OLDER, 0),
+        dead_lettered=rows - (good + ignored - moved),
+    )
+
+
 def apply_table(
     spark: SparkSession,
     changes: DataFrame,
@@ -270,32 +340,11 @@ def apply_table(
     # read, and a recomputation after it would classify against the new state.
     classified = classified.localCheckpoint(eager=False)
     with stage("type, collapse, classify"):
-        counts = {
-            (r["_action"], r["_had_tombstone"]): (r["keys"], r["changes"])
-            for r in classified.groupBy("_action", "_had_tombstone")
-            .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
-            .collect()
-        }
-    by_action: dict[str, int] = {}
-    for (act, _), (keys, _) in counts.items():
-        by_action[act] = by_action.get(act, 0) + keys
-    good = sum(n for _, n in counts.values())
+        counts = action_counts(classified)[()]
     moved = 0
     if target.moves_keys:
         moved = typed.where(F.col(MOVED_COLUMN) & F.col("_type_error").isNull()).count()
-    summary = TableSummary(
-        table=target.name,
-        messages=good + ignored - moved,
-        key_changes=moved,
-        deletes_ignored=ignored,
-        inserted=by_action.get(INSERT, 0),
-        updated=by_action.get(UPDATE, 0),
-        deleted=by_action.get(DELETED, 0),
-        deleted_absent=by_action.get(DELETED_ABSENT, 0),
-        superseded=good - sum(by_action.values()),
-        older=by_action.get(OLDER, 0),
-        dead_lettered=rows - (good + ignored - moved),
-    )
+    summary = table_summary(target.name, counts, rows, ignored, moved)
     earlier = None
     if resumed:
         identifiers = [target.identifier, target.tombstones]
@@ -317,7 +366,7 @@ def apply_table(
                     merge_tombstones(spark, classified, target, batch_id)
             else:
                 with stage("append first tombstones"):
-                    append_tombstones(classified, target, batch_id)
+                    append_tombstones(classified, target.tombstones, batch_id, target.name)
             index.add(target.name)
     if earlier is not None:
         for name in (*OUTCOMES, "created"):

@@ -88,12 +88,13 @@ def append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> 
     )
 
 
-def _tombstone_changes(classified: DataFrame, target: TargetTable, batch_id: int) -> DataFrame:
+def _tombstone_changes(classified: DataFrame, table: Column, batch_id: int) -> DataFrame:
+    """The tombstones a classification sets or clears; ``table`` names each change's table."""
     action = F.col("_action")
     return classified.where(
         action.isin(DELETED, DELETED_ABSENT) | ((action == INSERT) & F.col("_had_tombstone"))
     ).select(
-        F.lit(target.name).alias("target_table"),
+        table.alias("target_table"),
         F.col("_cdc_key").alias("key"),
         F.col(ORDER_COLUMN),
         F.lit(batch_id).cast("bigint").alias("batch_id"),
@@ -105,7 +106,7 @@ def merge_tombstones(
     spark: SparkSession, classified: DataFrame, target: TargetTable, batch_id: int
 ) -> None:
     view = f"_cdc_tombstones_{next(_views)}"
-    _tombstone_changes(classified, target, batch_id).createOrReplaceTempView(view)
+    _tombstone_changes(classified, F.lit(target.name), batch_id).createOrReplaceTempView(view)
     spark.sql(
         f"MERGE INTO {target.tombstones} t USING {view} s "
         "ON t.target_table = s.target_table AND t.key = s.key "
@@ -119,10 +120,16 @@ def merge_tombstones(
     spark.catalog.dropTempView(view)
 
 
-def append_tombstones(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
-    """Add tombstones when the table had none: every one is new (none to clear or move)."""
-    rows = _tombstone_changes(classified, target, batch_id).drop("_tomb")
-    _append(rows, target.tombstones, batch_id)
+def append_tombstones(
+    classified: DataFrame, tombstones: str, batch_id: int, table: Column | str
+) -> None:
+    """Add tombstones for tables that had none: every one is new (none to clear or move).
+
+    ``table``: the table's name, or the column naming each change's table (several tables).
+    """
+    name = F.lit(table) if isinstance(table, str) else table
+    rows = _tombstone_changes(classified, name, batch_id).drop("_tomb")
+    _append(rows, tombstones, batch_id)
 
 
 def _append(rows: DataFrame, identifier: str, batch_id: int) -> None:

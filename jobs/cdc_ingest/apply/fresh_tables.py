@@ -1,0 +1,194 @@
+"""Tables the batch creates, applied together: one typing, collapse and count for many tables.
+
+A table this run created holds no rows, and one without tombstones has no deleted keys either,
+so applying its changes needs no join: type them, keep each key's newest change, count, append.
+Done one table at a time, a batch of hundreds of new tables (a topic that carries a whole
+database) pays a typed plan, a collapse shuffle and a counting job per table. Here the tables
+whose columns agree (each name has one type in all of them), up to ``GROUP_COLUMNS`` columns in
+all, share one plan, one shuffle and one count. Each table's rows are still appended by a commit
+of its own, carrying its counts (``commit_notes``), so that a failure stays with its table and a
+resumed batch reports what the first attempt did; the group's tombstones (deletes of keys the
+tables never held) go into ``_cdc_tombstones`` in one commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
+from cdc_ingest.apply.keyed import (
+    OUTCOMES,
+    action_counts,
+    classify,
+    newest_changes,
+    raw_value,
+    table_summary,
+    typed_select,
+)
+from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
+from cdc_ingest.schema.values import column_error, typed_value
+from cdc_ingest.stages import stage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdc_ingest.contract import ColumnType
+    from cdc_ingest.schema.target import TargetTable
+    from cdc_ingest.state.summary import TableSummary
+
+# A group's typed rows hold every column of its tables: wide rows cost more than the plans saved.
+GROUP_COLUMNS = 64
+TARGET = "_cdc_target"
+
+
+@dataclass(frozen=True)
+class FreshTable:
+    """A table this run created, and how many of the batch's changes are aimed at it."""
+
+    target: TargetTable
+    rows: int
+
+
+def applies_fresh(target: TargetTable, created: bool, has_tombstones: bool) -> bool:
+    """Whether a prepared table can be applied with others: created by this run, keyed, and
+    nothing that needs a table of its own (moved keys, unsent values, refused or computed
+    columns, deletes other than applied, tombstones of an earlier table of that name)."""
+    return (
+        created
+        and bool(target.keys)
+        and not target.source_dropped
+        and not target.refused_columns
+        and not target.unavailable_values
+        and not target.moves_keys
+        and not target.computed
+        and target.deletes == "apply"
+        and not has_tombstones
+    )
+
+
+def fresh_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
+    """The tables in groups whose columns agree, at most ``GROUP_COLUMNS`` columns each (first
+    fit, in the given order; a table wider than that is a group of its own)."""
+    groups: list[tuple[dict[str, ColumnType], list[FreshTable]]] = []
+    for table in tables:
+        columns = table.target.columns
+        for union, members in groups:
+            agrees = all(union.get(n, c) == c for n, c in columns.items())
+            if agrees and len(union.keys() | columns.keys()) <= GROUP_COLUMNS:
+                union.update(columns)
+                members.append(table)
+                break
+        else:
+            groups.append((dict(columns), [table]))
+    return [members for _, members in groups]
+
+
+class FreshGroup:
+    """Tables created by this run, classified together; each then appended on its own.
+
+    Args:
+        spark: the session.
+        tables: the group (see ``fresh_groups``).
+        batch_id: the batch.
+    """
+
+    def __init__(self, spark: SparkSession, tables: list[FreshTable], batch_id: int) -> None:
+        self.spark, self.tables, self.batch_id = spark, tables, batch_id
+        self.columns: dict[str, ColumnType] = {}
+        for table in tables:
+            self.columns.update(table.target.columns)
+        self.summaries: dict[str, TableSummary] = {}
+        self._typed: DataFrame | None = None
+        self._classified: DataFrame | None = None
+
+    def classify(self, changes: DataFrame) -> None:
+        """Type, collapse and count every table's changes: one plan, one shuffle, one job."""
+        names = [t.target.name for t in self.tables]
+        typed = self._typed_changes(changes.where(F.col(TARGET).isin(*names)))
+        usable = typed.where(F.col("_type_error").isNull())
+        newest = newest_changes(usable, per=(TARGET, "_cdc_key"))
+        # A created table holds no rows and (see applies_fresh) no tombstones: only the kind of
+        # each key's newest change decides, for every table of the group alike.
+        classified = classify(
+            self.spark, newest, self.tables[0].target, table_rows=False, tombstones=False
+        )
+        # Materialized by the count, and read by each table's append (see keyed.apply_table).
+        self._classified = classified.localCheckpoint(eager=False)
+        with stage("type, collapse, classify"):
+            counts = action_counts(self._classified, TARGET)
+        self._typed = typed
+        for table in self.tables:
+            name = table.target.name
+            summary = table_summary(name, counts.get((name,), {}), table.rows)
+            summary.created = True
+            self.summaries[name] = summary
+
+    def _typed_changes(self, changes: DataFrame) -> DataFrame:
+        values: list[Column] = []
+        errors: list[Column] = []
+        for name, ctype in self.columns.items():
+            keyed = [t.target.name for t in self.tables if name in t.target.keys]
+            by: bool | Column = len(keyed) == len(self.tables)
+            if keyed and not by:
+                by = F.col(TARGET).isin(*keyed)
+            raw = raw_value(name, by)
+            typed = typed_value(raw, ctype)
+            values.append(typed.alias(name))
+            errors.append(column_error(name, raw, typed, ctype))
+        return typed_select(changes, values, errors, self.batch_id, leading=[TARGET])
+
+    def append(self, table: FreshTable) -> None:
+        """Append one table's inserts, its counts on the commit."""
+        assert self._classified is not None, "classify first"
+        target = table.target
+        summary = self.summaries[target.name]
+        if not summary.inserted:
+            return
+        note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
+        with commit_properties(self.spark, note), stage("append to created table"):
+            mine = self._classified.where(F.col(TARGET) == target.name)
+            append_target(mine, target, self.batch_id)
+
+    def append_tombstones(self, tombstones: str, applied: set[str]) -> list[str]:
+        """One ``_cdc_tombstones`` commit for the deletes of the ``applied`` tables; returns the
+        tables that have tombstones now. Tables without inserts of their own note their counts on
+        it (a table with inserts noted them on its own commit)."""
+        assert self._classified is not None, "classify first"
+        deleting = [n for n in self.summaries if n in applied and self.summaries[n].deleted_absent]
+        if not deleting:
+            return []
+        notes = [
+            (n, "0", self._outcome(self.summaries[n]))
+            for n in deleting
+            if not self.summaries[n].inserted
+        ]
+        properties = notes_properties(self.batch_id, notes) if notes else {}
+        with commit_properties(self.spark, properties), stage("append first tombstones"):
+            mine = self._classified.where(F.col(TARGET).isin(*deleting))
+            append_tombstones(mine, tombstones, self.batch_id, F.col(TARGET))
+        return deleting
+
+    def errors(self, applied: set[str]) -> DataFrame | None:
+        """The typing errors (dead letters) of the ``applied`` tables' changes, if they have any
+        (a table refused whole has all its changes dead-lettered already)."""
+        assert self._typed is not None, "classify first"
+        mine = sorted(n for n, s in self.summaries.items() if n in applied and s.dead_lettered)
+        if not mine:
+            return None
+        failed = F.col("_type_error").isNotNull() & F.col(TARGET).isin(*mine)
+        return self._typed.where(failed).select(
+            "_cdc_file_idx",
+            "_cdc_line",
+            "row_in_message",
+            F.col("_type_error").alias("reason"),
+            F.col("_cdc_source").alias("source_table"),
+            F.col(TARGET).alias("target_table"),
+        )
+
+    @staticmethod
+    def _outcome(summary: TableSummary) -> dict[str, object]:
+        return {f: getattr(summary, f) for f in OUTCOMES} | {"created": True}

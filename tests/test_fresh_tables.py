@@ -1,0 +1,169 @@
+"""Tables a batch creates are typed, collapsed and counted together (``apply/fresh_tables.py``),
+yet each keeps its own rows, dead letters, tombstones, counts and commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cdc_ingest.apply.fresh_tables import GROUP_COLUMNS, FreshTable, fresh_groups
+from cdc_ingest.contract import ColumnType
+from cdc_ingest.schema.target import TargetTable
+from lakehouses import JDBC_FILE, REST_S3
+
+CLI = str(Path(sys.executable).parent / "cdc-ingest")
+
+
+def _canal(table: str, kind: str, data: dict[str, Any], es: int, types: dict[str, str]) -> Any:
+    return {
+        "data": [data],
+        "database": "shop",
+        "es": es,
+        "isDdl": False,
+        "mysqlType": types,
+        "old": None,
+        "pkNames": ["id"],
+        "sql": "",
+        "table": table,
+        "type": kind,
+    }
+
+
+TEXT = {"id": "INT", "v": "VARCHAR(10)"}
+COUNTED = {"id": "INT", "qty": "INT"}
+PRICED = {"id": "INT", "v": "DECIMAL(10,2)"}
+
+
+def _new_tables_batch() -> list[Any]:
+    """Four new tables: two that agree on their columns (orders, items), one whose ``v`` has
+    another type (prices), one that only receives a delete (gone)."""
+    return [
+        _canal("orders", "INSERT", {"id": 1, "v": "a"}, 1, TEXT),
+        _canal("items", "INSERT", {"id": 1, "qty": 5}, 2, COUNTED),
+        _canal("orders", "INSERT", {"id": 2, "v": "b"}, 3, TEXT),
+        _canal("prices", "INSERT", {"id": 1, "v": "9.50"}, 4, PRICED),
+        _canal("orders", "UPDATE", {"id": 1, "v": "a2"}, 5, TEXT),
+        _canal("items", "INSERT", {"id": 2, "qty": "lots"}, 6, COUNTED),
+        _canal("gone", "DELETE", {"id": 9, "v": "x"}, 7, TEXT),
+        _canal("orders", "DELETE", {"id": 2, "v": "b"}, 8, TEXT),
+        _canal("prices", "UPDATE", {"id": 1, "v": "9.75"}, 9, PRICED),
+    ]
+
+
+@pytest.mark.parametrize("lake", [JDBC_FILE, REST_S3], indirect=True)
+def test_new_tables_of_one_batch_keep_their_own_outcomes(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", _new_tables_batch())
+
+    summary = lake.run("shop")
+
+    assert lake.rows("orders") == [{"id": 1, "v": "a2"}]
+    assert lake.rows("items") == [{"id": 1, "qty": 5}]
+    assert [(r["id"], str(r["v"])) for r in lake.rows("prices")] == [(1, "9.75")]
+    assert lake.rows("gone") == []
+    outcomes = {
+        name: (t.messages, t.inserted, t.superseded, t.deleted_absent, t.dead_lettered, t.created)
+        for name, t in summary.tables.items()
+    }
+    assert outcomes == {
+        # insert 1, insert 2, update 1, delete 2: the newest of key 1 inserted, key 2 deleted
+        # before it ever reached the table (a tombstone), two superseded.
+        "orders": (4, 1, 2, 1, 0, True),
+        "items": (1, 1, 0, 0, 1, True),
+        "prices": (2, 1, 1, 0, 0, True),
+        "gone": (1, 0, 0, 1, 0, True),
+    }
+    [letter] = lake.dead_letters()
+    assert (letter["target_table"], letter["line"]) == ("items", 6)
+    assert letter["reason"] == "column 'qty': value 'lots' is not a valid bigint"
+    tombstones = lake.table("_cdc_tombstones").collect()
+    assert sorted(r["target_table"] for r in tombstones) == ["gone", "orders"]
+
+
+def test_a_table_a_batch_creates_is_created_with_its_key_in_one_commit(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [_canal("orders", "INSERT", {"id": 1, "v": "a"}, 1, TEXT)])
+
+    lake.run("shop")
+
+    # One metadata file for the CREATE (with the key as identifier field), one for the rows.
+    entries = lake.spark.sql(f"SELECT * FROM {lake.catalog}.ods.orders.metadata_log_entries")
+    assert entries.count() == 2
+    jvm = lake.spark.sparkContext._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        lake.spark._jsparkSession, f"{lake.catalog}.ods.orders"
+    )
+    assert list(table.schema().identifierFieldNames()) == ["id"]
+    assert not table.schema().findField("id").isOptional()
+    properties = dict(table.properties())
+    assert properties["cdc.keys"] == "id"
+    assert properties["write.merge.mode"] == "merge-on-read"
+    assert properties["owner"]
+
+
+@pytest.mark.slow
+def test_a_resumed_batch_reports_a_new_table_that_only_had_deletes(lake):
+    """Its counts ride on the batch's one tombstones commit, which it shares with other tables."""
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            _canal("gone", "DELETE", {"id": 9, "v": "x"}, 1, TEXT),
+            _canal("lost", "DELETE", {"id": 7, "v": "y"}, 2, TEXT),
+            _canal("lost", "DELETE", {"id": 8, "v": "z"}, 3, TEXT),
+            _canal("kept", "INSERT", {"id": 1, "v": "a"}, 4, TEXT),
+        ],
+    )
+    command = [CLI, "run", "--config", str(lake.config_path), "--pipeline", "shop", "--json"]
+    killed = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CDC_INGEST_FAIL_AT": "after_tables"},
+    )
+    assert killed.returncode == 99, killed.stderr[-2000:]
+
+    resumed = subprocess.run(command, capture_output=True, text=True)
+
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert summary["resumed"]
+    [row] = lake.table("_cdc_batches").collect()
+    counts = json.loads(row["table_counts"])
+    assert {t: (c["inserted"], c["deleted_absent"], c["older"]) for t, c in counts.items()} == {
+        "gone": (0, 1, 0),
+        "lost": (0, 2, 0),
+        "kept": (1, 0, 0),
+    }
+
+
+def _fresh(name: str, **columns: str) -> FreshTable:
+    target = TargetTable(
+        name=name,
+        identifier=f"`lake`.`ods`.`{name}`",
+        keys=("id",),
+        columns={c: ColumnType(t) for c, t in columns.items()},
+        tombstones="`lake`.`ods`.`_cdc_tombstones`",
+    )
+    return FreshTable(target, rows=1)
+
+
+def test_tables_share_a_group_while_their_columns_agree_and_fit():
+    a = _fresh("a", id="bigint", v="string")
+    b = _fresh("b", id="bigint", w="double")
+    c = _fresh("c", id="bigint", v="decimal(10,2)")  # v is a string in a
+    d = _fresh("d", id="bigint", v="decimal(10,2)", w="double")
+    wide = _fresh("wide", id="bigint", **{f"c{i}": "string" for i in range(GROUP_COLUMNS)})
+    e = _fresh("e", id="bigint")
+
+    groups = fresh_groups([a, b, c, d, wide, e])
+
+    names = [[t.target.name for t in group] for group in groups]
+    # d agrees with c (v) but not with a's group, whose w it shares; e fits the first group.
+    assert names == [["a", "b", "e"], ["c", "d"], ["wide"]]
