@@ -128,7 +128,8 @@ def apply_all_tables(
                 dead += errors
             else:
                 target, created = _prepare(ctx, base, evolve)
-                together = applies_fresh(target, created, ctx.tombstone_index.holds(name))
+                tombstoned = ctx.tombstone_index.holds(name)
+                together = applies_fresh(target, created, tombstoned, rows)
                 if together and name not in fan_out:
                     fresh.append(FreshTable(target, rows))  # applied below, with the others
                     continue
@@ -166,6 +167,9 @@ def _apply_fresh(
     spark = ctx.spark
     dead: list[DataFrame] = []
     for members in fresh_groups(tables):
+        if len(members) == 1:  # nothing to share
+            dead += _apply_alone(ctx, members[0], changes, summary, evolve)
+            continue
         group = FreshGroup(spark, members, ctx.batch_id)
         try:
             group.classify(changes)

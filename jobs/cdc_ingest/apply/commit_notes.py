@@ -28,7 +28,20 @@ COUNTS_PROPERTY = "cdc.counts"
 COMMIT_METADATA = "org.apache.iceberg.spark.CommitMetadata"
 
 
+# The holder's thread-local map, per JVM gateway: looked up once, as a batch commits to hundreds
+# of tables and each lookup is several round trips to the JVM.
+# Keyed by the gateway object itself (kept alive here), so that a new JVM never finds an old map.
+_holders: dict[Any, Any] = {}
+
+
 def _thread_properties(spark: SparkSession) -> Any | None:
+    gateway = spark.sparkContext._gateway
+    if gateway not in _holders:
+        _holders[gateway] = _lookup_thread_properties(spark)
+    return _holders[gateway]
+
+
+def _lookup_thread_properties(spark: SparkSession) -> Any | None:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     try:
