@@ -155,7 +155,8 @@ class FreshGroup:
             return
         note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
         with commit_properties(self.spark, note), stage("append to created table"):
-            mine = self._classified.where(F.col(TARGET) == target.name)
+            # Fewer than GROUP_ROWS rows: one task writes them as one file (not one per part).
+            mine = self._classified.where(F.col(TARGET) == target.name).coalesce(1)
             append_target(mine, target, self.batch_id)
 
     def append_tombstones(self, tombstones: str, applied: set[str]) -> list[str]:
