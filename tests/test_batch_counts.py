@@ -60,6 +60,11 @@ def test_a_resumed_batch_row_counts_what_the_killed_attempt_applied(lake):
             _canal("items", "INSERT", {"id": 2, "v": "y"}, 6),
             _canal("items", "DELETE", {"id": 1, "v": "x"}, 7),
             _canal("users", "INSERT", {"id": 1, "v": "new"}, 8),
+            # New tables that only receive deletes: applied with users (apply/fresh_tables.py),
+            # their counts noted on the one _cdc_tombstones commit they share.
+            _canal("gone", "DELETE", {"id": 9, "v": "x"}, 9),
+            _canal("lost", "DELETE", {"id": 7, "v": "y"}, 10),
+            _canal("lost", "DELETE", {"id": 8, "v": "z"}, 11),
         ],
     )
     # Every table is committed, the batch is not.
@@ -81,5 +86,7 @@ def test_a_resumed_batch_row_counts_what_the_killed_attempt_applied(lake):
         "orders": (1, 1, 0, 1, 0),
         "items": (1, 0, 1, 0, 0),
         "users": (1, 0, 0, 0, 0),
+        "gone": (0, 0, 0, 1, 0),
+        "lost": (0, 0, 0, 2, 0),
     }
     assert counts["users"]["created"] and not counts["orders"]["created"]

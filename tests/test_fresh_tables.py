@@ -1,13 +1,9 @@
 """Tables a batch creates are typed, collapsed and counted together (``apply/fresh_tables.py``),
-yet each keeps its own rows, dead letters, tombstones, counts and commit."""
+yet each keeps its own rows, dead letters, tombstones, counts and commit (a resumed batch
+reports them: ``test_batch_counts.py``)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +11,6 @@ from cdc_ingest.apply.fresh_tables import GROUP_COLUMNS, FreshTable, fresh_group
 from cdc_ingest.contract import ColumnType
 from cdc_ingest.schema.target import TargetTable
 from lakehouses import JDBC_FILE, REST_S3
-
-CLI = str(Path(sys.executable).parent / "cdc-ingest")
 
 
 def _canal(table: str, kind: str, data: dict[str, Any], es: int, types: dict[str, str]) -> Any:
@@ -104,43 +98,6 @@ def test_a_table_a_batch_creates_is_created_with_its_key_in_one_commit(lake):
     assert properties["cdc.keys"] == "id"
     assert properties["write.merge.mode"] == "merge-on-read"
     assert properties["owner"]
-
-
-@pytest.mark.slow
-def test_a_resumed_batch_reports_a_new_table_that_only_had_deletes(lake):
-    """Its counts ride on the batch's one tombstones commit, which it shares with other tables."""
-    lake.add_pipeline("shop", "canal-json")
-    lake.land(
-        "shop",
-        "001.json",
-        [
-            _canal("gone", "DELETE", {"id": 9, "v": "x"}, 1, TEXT),
-            _canal("lost", "DELETE", {"id": 7, "v": "y"}, 2, TEXT),
-            _canal("lost", "DELETE", {"id": 8, "v": "z"}, 3, TEXT),
-            _canal("kept", "INSERT", {"id": 1, "v": "a"}, 4, TEXT),
-        ],
-    )
-    command = [CLI, "run", "--config", str(lake.config_path), "--pipeline", "shop", "--json"]
-    killed = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CDC_INGEST_FAIL_AT": "after_tables"},
-    )
-    assert killed.returncode == 99, killed.stderr[-2000:]
-
-    resumed = subprocess.run(command, capture_output=True, text=True)
-
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    summary = json.loads(resumed.stdout.strip().splitlines()[-1])
-    assert summary["resumed"]
-    [row] = lake.table("_cdc_batches").collect()
-    counts = json.loads(row["table_counts"])
-    assert {t: (c["inserted"], c["deleted_absent"], c["older"]) for t, c in counts.items()} == {
-        "gone": (0, 1, 0),
-        "lost": (0, 2, 0),
-        "kept": (1, 0, 0),
-    }
 
 
 def _fresh(name: str, **columns: str) -> FreshTable:
