@@ -185,14 +185,14 @@ def _apply_fresh(
                 group.append(table)
                 table_summary = group.summaries[target.name]
                 table_summary.design_changes += target.design_changes
+                if not evolve:
+                    summary.ignored_values += ignored_rows(
+                        spark, changes, target.name, target.identifier
+                    )
                 applied.add(target.name)
             except (AnalysisException, TableDesignError) as exc:
                 table_summary, refused = _refuse_table(ctx, changes, target.name, table.rows, exc)
                 dead.append(refused)
-            if not evolve:
-                summary.ignored_values += ignored_rows(
-                    spark, changes, target.name, target.identifier
-                )
             _account(summary, table_summary)
         for name in group.append_tombstones(members[0].target.tombstones, applied):
             ctx.tombstone_index.add(name)

@@ -181,9 +181,10 @@ def _create_with_identifier(
     properties: dict[str, str],
 ) -> bool | None:
     """CREATE TABLE with the key as identifier fields in one commit, through Iceberg's catalog API:
-    what Spark's CREATE TABLE then ALTER TABLE SET IDENTIFIER FIELDS make, for a third of their CPU
-    (a batch may create hundreds of tables). False when the table exists already; None when the
-    catalog is not Iceberg's ``SparkCatalog`` (the caller then uses SQL).
+    what Spark's CREATE TABLE then ALTER TABLE SET IDENTIFIER FIELDS make, for about half their
+    CPU (57 ms instead of 95 measured; a batch may create hundreds of tables). False when the
+    table exists already; None when the catalog is not Iceberg's ``SparkCatalog`` (the caller
+    then uses SQL).
     """
     from py4j.protocol import Py4JError, Py4JJavaError
 
