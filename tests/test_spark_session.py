@@ -32,3 +32,29 @@ def test_pipelines_file_jvm_options_keep_the_jit_flag_unless_they_set_it() -> No
     assert submit_conf({})["spark.executor.extraJavaOptions"] == "-XX:-DontCompileHugeMethods"
     # The catalog's settings (and secrets) are set by the job's driver, never on the command line.
     assert not any(key.startswith("spark.sql.catalog.") for key in conf)
+
+
+def test_a_batch_shaped_like_the_last_one_compiles_no_new_code(lake: Any) -> None:
+    # Generated classes are cached by their code: a batch id written into the code, or a cache
+    # too small for one batch's classes, makes every batch compile them again (and the JIT
+    # compile those again), about 70 classes a batch.
+    lake.add_pipeline("shop", "debezium-json", keys={"orders": ["id"]})
+    source = {"db": "shop", "table": "orders", "ts_ms": 1}
+
+    def change(op: str, key: int, value: int) -> dict[str, Any]:
+        before = None if op == "c" else {"id": key, "n": value - 1}
+        return {"op": op, "before": before, "after": {"id": key, "n": value}, "source": source}
+
+    lake.land("shop", "001.json", [change("c", k, 0) for k in range(6)])
+    lake.run("shop")
+    metrics = lake.spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    compiled = []
+    for batch in range(3):
+        before = metrics.METRIC_COMPILATION_TIME().getCount()
+        updates = [change("u", 2 * batch, 1), change("u", 2 * batch + 1, 1)]
+        lake.land("shop", f"update-{batch}.json", updates)
+        summary = lake.run("shop")
+        assert summary.tables["orders"].updated == 2
+        compiled.append(metrics.METRIC_COMPILATION_TIME().getCount() - before)
+    assert compiled[0] > 0, compiled  # the first batch through the MERGE path compiles its own
+    assert compiled[2] == 0, compiled

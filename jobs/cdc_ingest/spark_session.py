@@ -70,6 +70,9 @@ def session_conf() -> dict[str, str]:
         # than the decode it saves.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # A batch compiles about 70 generated classes; with Spark's default of 100 cached, the
+        # next batch of the same shape compiles them all again, and the JIT compiles those anew.
+        "spark.sql.codegen.cache.maxEntries": "2000",
         # A stage that decodes or types many columns generates methods over HotSpot's limit.
         **{key: JVM_OPTIONS for key in JVM_OPTION_KEYS},
         "spark.pyspark.python": python,

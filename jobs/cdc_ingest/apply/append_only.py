@@ -56,7 +56,7 @@ def apply_append_only(
         rows: how many of ``changes`` are aimed at this table.
         segment: which of the batch's segments of this table (see ``apply.segmented``).
     """
-    typed = typed_changes(changes, target, batch_id).localCheckpoint(eager=True)
+    typed = typed_changes(changes, target).localCheckpoint(eager=True)
     counts = {
         (r["_cdc_kind"], r["ok"]): r["n"]
         for r in typed.groupBy("_cdc_kind", F.col("_type_error").isNull().alias("ok"))

@@ -144,7 +144,7 @@ class FreshGroup:
             typed = typed_value(raw, ctype)
             values.append(typed.alias(name))
             errors.append(column_error(name, raw, typed, ctype))
-        return typed_select(changes, values, errors, self.batch_id, leading=[TARGET])
+        return typed_select(changes, values, errors, leading=[TARGET])
 
     def append(self, table: FreshTable) -> None:
         """Append one table's inserts, its counts on the commit."""

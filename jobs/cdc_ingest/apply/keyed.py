@@ -33,6 +33,7 @@ from cdc_ingest.apply.update_images import (
     fill_unsent,
     with_old_key_deletes,
 )
+from cdc_ingest.changes.resolve import BATCH_TEXT
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.schema.values import column_error, typed_value
@@ -72,12 +73,12 @@ def typed_select(
     frame: DataFrame,
     values: list[Column],
     errors: list[Column],
-    batch_id: int,
     leading: list[str] | None = None,
     trailing: list[Column] | None = None,
 ) -> DataFrame:
     """The typed frame's columns: where each change comes from, its typed ``values``, its change
-    columns, and ``_type_error``, the first of ``errors`` (null when every value fits)."""
+    columns (``_cdc_batch_id`` from the batch's text, see ``BATCH_TEXT``), and ``_type_error``,
+    the first of ``errors`` (null when every value fits)."""
     return frame.select(
         *(leading or []),
         "_cdc_file_idx",
@@ -89,13 +90,13 @@ def typed_select(
         *values,
         F.col("_cdc_order").alias(ORDER_COLUMN),
         F.col("op").alias("_cdc_op"),
-        F.lit(batch_id).cast("bigint").alias("_cdc_batch_id"),
+        F.col(BATCH_TEXT).cast("bigint").alias("_cdc_batch_id"),
         F.coalesce(*errors, F.lit(None).cast("string")).alias("_type_error"),
         *(trailing or []),
     )
 
 
-def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> DataFrame:
+def typed_changes(changes: DataFrame, target: TargetTable) -> DataFrame:
     """This table's changes with typed columns and ``_type_error`` for values that don't fit."""
     values: list[Column] = []
     errors: list[Column] = []
@@ -117,7 +118,6 @@ def typed_changes(changes: DataFrame, target: TargetTable, batch_id: int) -> Dat
         changes.where(F.col("_cdc_target") == target.name),
         values,
         errors,
-        batch_id,
         leading=moved,
         trailing=[F.array_compact(F.array(*kept)).alias(KEEP_COLUMN)] if kept else [],
     )
@@ -314,7 +314,7 @@ def apply_table(
     # of their own, only when the counts below say there are some (else an empty plan).
     if target.moves_keys:
         changes = with_old_key_deletes(changes, target)
-    typed = typed_changes(changes, target, batch_id)
+    typed = typed_changes(changes, target)
     unsent = [c for c in target.columns if c not in target.keys]
     usable = typed.where(F.col("_type_error").isNull())
     ignored = 0
@@ -363,7 +363,7 @@ def apply_table(
         if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
             if tombstones:
                 with stage("merge into tombstones"):
-                    merge_tombstones(spark, classified, target, batch_id)
+                    merge_tombstones(spark, classified, target)
             else:
                 with stage("append first tombstones"):
                     append_tombstones(classified, target.tombstones, batch_id, target.name)

@@ -88,7 +88,7 @@ def append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> 
     )
 
 
-def _tombstone_changes(classified: DataFrame, table: Column, batch_id: int) -> DataFrame:
+def _tombstone_changes(classified: DataFrame, table: Column) -> DataFrame:
     """The tombstones a classification sets or clears; ``table`` names each change's table."""
     action = F.col("_action")
     return classified.where(
@@ -97,16 +97,14 @@ def _tombstone_changes(classified: DataFrame, table: Column, batch_id: int) -> D
         table.alias("target_table"),
         F.col("_cdc_key").alias("key"),
         F.col(ORDER_COLUMN),
-        F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.col("_cdc_batch_id").alias("batch_id"),
         F.when(action == INSERT, F.lit("clear")).otherwise(F.lit("set")).alias("_tomb"),
     )
 
 
-def merge_tombstones(
-    spark: SparkSession, classified: DataFrame, target: TargetTable, batch_id: int
-) -> None:
+def merge_tombstones(spark: SparkSession, classified: DataFrame, target: TargetTable) -> None:
     view = f"_cdc_tombstones_{next(_views)}"
-    _tombstone_changes(classified, F.lit(target.name), batch_id).createOrReplaceTempView(view)
+    _tombstone_changes(classified, F.lit(target.name)).createOrReplaceTempView(view)
     spark.sql(
         f"MERGE INTO {target.tombstones} t USING {view} s "
         "ON t.target_table = s.target_table AND t.key = s.key "
@@ -128,7 +126,7 @@ def append_tombstones(
     ``table``: the table's name, or the column naming each change's table (several tables).
     """
     name = F.lit(table) if isinstance(table, str) else table
-    rows = _tombstone_changes(classified, name, batch_id).drop("_tomb")
+    rows = _tombstone_changes(classified, name).drop("_tomb")
     _append(rows, tombstones, batch_id)
 
 

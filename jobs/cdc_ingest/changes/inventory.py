@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from cdc_ingest.changes.resolve import BATCH_TEXT
 from cdc_ingest.contract import DDL, DELETE, DUPLICATE, EXCLUDED, NOOP, UPSERT
 from cdc_ingest.schema.inference import image_sample
 from cdc_ingest.schema.target import TargetInventory
@@ -107,6 +108,7 @@ def cached_columns(
         "_cdc_key",
         "_cdc_order",
         "_cdc_error",
+        BATCH_TEXT,
         "_cdc_old_key",
         "_cdc_old_key_values",
         F.when(F.col("_cdc_error").isNotNull(), F.col("raw")).alias("raw"),

@@ -46,6 +46,9 @@ def configured_keys(pipeline: PipelineConfig) -> Column:
     return F.coalesce(*[F.element_at(lookup, c) for c in candidates])
 
 
+# The batch id as text, on every change: what later stages cast to ``_cdc_batch_id``.
+BATCH_TEXT = "_cdc_batch_text"
+
 # Characters ``to_json`` escapes in a string: a value without them is its own JSON text.
 JSON_ESCAPED = r'["\\\x00-\x1f]'
 
@@ -209,11 +212,16 @@ def resolve_changes(
     error = F.when(applied, F.lit(None)).otherwise(
         F.coalesce(F.col("read_error"), F.col("error"), key_error)
     )
-    position = F.array(
-        F.lit(batch_id).cast("bigint"),
-        F.col("_cdc_file_idx").cast("bigint"),
-        F.col("_cdc_line").cast("bigint"),
-        F.col("row_in_message").cast("bigint"),
+    # The batch id as an array constant and as text (``BATCH_TEXT``): generated code refers to
+    # those instead of writing a number in, so every batch compiles to the same classes (and the
+    # JIT's work on them is kept).
+    position = F.concat(
+        F.array(F.lit(batch_id).cast("bigint")),
+        F.array(
+            F.col("_cdc_file_idx").cast("bigint"),
+            F.col("_cdc_line").cast("bigint"),
+            F.col("row_in_message").cast("bigint"),
+        ),
     )
     if deletes_without_table:
         tableless = (F.col("kind") == DELETE) & F.col("src_table").isNull()
@@ -234,6 +242,7 @@ def resolve_changes(
         key_text().alias("_cdc_key"),
         F.concat(F.col("order"), position).alias("_cdc_order"),
         error.alias("_cdc_error"),
+        F.lit(str(batch_id)).alias(BATCH_TEXT),
         F.when(moved & (old_key != key_text()), old_key).alias("_cdc_old_key"),
         F.when(
             moved & (old_key != key_text()), F.map_from_arrays(keys, F.col("_old_raw_key"))
