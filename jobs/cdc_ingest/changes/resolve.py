@@ -173,6 +173,9 @@ def resolve_changes(
     )
     old_key = key_text("_old_first", "_old_raw_key")
     moved = updates & (F.size(F.array_compact("_old_raw_key")) == F.size(keys))
+    # Equal key values are equal key texts: comparing the values spares rendering the old key's
+    # text for every update that keeps its key.
+    moved_away = moved & ~F.col("_old_raw_key").eqNullSafe(F.col("_raw_key"))
     missing = F.filter(
         keys, lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)).isNull()
     )
@@ -243,8 +246,8 @@ def resolve_changes(
         F.concat(F.col("order"), position).alias("_cdc_order"),
         error.alias("_cdc_error"),
         F.lit(str(batch_id)).alias(BATCH_TEXT),
-        F.when(moved & (old_key != key_text()), old_key).alias("_cdc_old_key"),
-        F.when(
-            moved & (old_key != key_text()), F.map_from_arrays(keys, F.col("_old_raw_key"))
-        ).alias("_cdc_old_key_values"),
+        F.when(moved_away, old_key).alias("_cdc_old_key"),
+        F.when(moved_away, F.map_from_arrays(keys, F.col("_old_raw_key"))).alias(
+            "_cdc_old_key_values"
+        ),
     )
