@@ -151,17 +151,20 @@ class Steady:
             self.problems.append(f"batch {self.batches}: {got} != {expect}: {summary.render()}")
         return spent
 
-    def seed_mirror(self, pipeline: str = "steady") -> None:
-        """The mirror holding keys 0 .. rows-1: created by a batch, filled by one INSERT."""
+    def seed_mirror(self, pipeline: str = "steady", warm: int = 1000) -> None:
+        """The mirror holding keys 0 .. rows-1: created by a batch, filled by one INSERT, its last
+        ``warm`` keys inserted by a warm-up batch."""
         self.run([change("c", 0, 0, 1)], {"inserted": 1}, pipeline)
+        held = self.rows - warm
         self.spark.sql(
             f"INSERT INTO {self.mirror(pipeline)} SELECT id, 0L, concat('n', id), array(0L), "
-            f"'r', 0L FROM range(1, {self.rows})"
+            f"'r', 0L FROM range(1, {held})"
         )
-        # A warm-up batch through the MERGE path (JIT, Iceberg's readers and writers), on keys no
-        # later batch changes, so that the measured batch is not also the first of its kind.
-        warm = [change("u", self.rows - 1 - k, 1, 2 + k) for k in range(1000)]
-        self.run(warm, {"updated": 1000}, pipeline)
+        # A warm-up batch through the MERGE path as large as the measured one, so that the
+        # measured batch runs on compiled code (the JIT's, Spark's generated classes) like the
+        # references measured after it; on keys no later batch changes.
+        warm_up = [change("c", held + k, 0, 2 + k) for k in range(warm)]
+        self.run(warm_up, {"inserted": warm}, pipeline)
 
     def seed_hand_table(self) -> str:
         """A plain Iceberg table with the mirror's rows and write properties."""
@@ -233,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = Steady(workdir, rows)
     shapes: list[Shape] = []
     try:
-        bench.seed_mirror()
+        bench.seed_mirror(warm=total)
         hand = bench.seed_hand_table()
         lines = steady_changes(rows, total, 1_000_000)
         quarter = total // 4
@@ -284,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         # The same changes and micro-batches into the same rows, partitioned by bucket(16, id).
-        bench.seed_mirror(BUCKETED)
+        bench.seed_mirror(BUCKETED, warm=total)
         expect = {"inserted": quarter, "updated": total // 2, "deleted": quarter}
         bucketed = bench.run(lines, expect, BUCKETED)
         bucketed_micro = sum(bench.micro_batches(total, 10_000_000, BUCKETED, 10))
