@@ -28,6 +28,13 @@ os.environ.setdefault("SPARK_MASTER", "local[2]")
 for _name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
     os.environ.setdefault(_name, "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+# The JVMs tests start (spark-submit, the CLI, Airflow tasks) each run one small batch and exit:
+# HotSpot's optimizing compiler (C2) costs them more CPU than it saves (a chaos-test run, 55 CPU-s
+# with it, 43 without; the suite is CPU-bound on 2 cores). The shared session below keeps C2: a
+# long-lived JVM that runs hundreds of tests is slower without it (13.5 min against 19+ for
+# test_scenarios and test_fresh_tables).
+SUBMITTED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBMITTED_JVM_OPTIONS)
 _catalogs = itertools.count()
 # The DAG test modules' fixtures (AIRFLOW_HOME, clean environment, pipelines file).
 pytest_plugins = ["dag_fixtures", "lakehouses"]
@@ -39,9 +46,16 @@ def spark() -> Iterator[Any]:
     from cdc_ingest.config import CatalogConfig
     from cdc_ingest.spark_session import build_session
 
-    session = build_session(
-        CatalogConfig("bootstrap", "sqlite:////tmp/cdc-bootstrap.db", "file:///tmp/cdc-bootstrap")
-    )
+    submit_options = os.environ.pop("SPARK_SUBMIT_OPTS", None)
+    try:
+        session = build_session(
+            CatalogConfig(
+                "bootstrap", "sqlite:////tmp/cdc-bootstrap.db", "file:///tmp/cdc-bootstrap"
+            )
+        )
+    finally:
+        if submit_options is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = submit_options
     yield session
     session.stop()
 
