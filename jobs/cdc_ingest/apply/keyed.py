@@ -2,7 +2,9 @@
 
 Per table: type the row images, collapse each key's changes to the newest, classify each against
 what the table (or a tombstone) already holds, then ``MERGE INTO`` the table and its tombstones.
-The ordering guard is repeated inside the MERGE, so re-applying a batch changes nothing.
+The classification is the ordering guard: a change not newer than what the table holds is not
+merged, so re-applying a batch changes nothing. The MERGE repeats the guard only when another
+writer committed to the table since the classification read it (``merge_target``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
-from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex
+from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex, current_snapshot_id
 from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
@@ -325,6 +327,8 @@ def apply_table(
             ignored = usable.where(is_delete).count()
         usable = usable.where(~is_delete)
     newest = newest_changes(usable, unsent if target.unavailable_values else None)
+    # The snapshot the classification reads: the MERGE compares orders again only if it moved.
+    read_at = None if created else current_snapshot_id(spark, target.identifier)
     index = tombstone_index or TombstoneIndex(spark, target.tombstones)
     with stage("probe tombstones"):
         tombstones = index.holds(target.name)
@@ -359,7 +363,8 @@ def apply_table(
                     append_target(classified, target, batch_id)
             else:
                 with stage("merge into table"):
-                    merge_target(spark, classified, target)
+                    moved = current_snapshot_id(spark, target.identifier) != read_at
+                    merge_target(spark, classified, target, guarded=moved)
         if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
             if tombstones:
                 with stage("merge into tombstones"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cdc_ingest.contract import ColumnType
 
@@ -233,20 +233,31 @@ def add_columns(spark: SparkSession, identifier: str, columns: dict[str, ColumnT
         spark.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({added})")
 
 
-def holds_rows(spark: SparkSession, identifier: str) -> bool:
-    """Whether an Iceberg table may hold rows, from its current snapshot: no Spark job.
-
-    False only when the table has no snapshot or its snapshot summary counts no records.
-    """
+def _current_snapshot(spark: SparkSession, identifier: str) -> Any:
+    """The table's current snapshot (a JVM object, or None): loaded from the catalog, no job."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, identifier
     )
-    snapshot = table.currentSnapshot()
+    return table.currentSnapshot()
+
+
+def holds_rows(spark: SparkSession, identifier: str) -> bool:
+    """Whether an Iceberg table may hold rows, from its current snapshot: no Spark job.
+
+    False only when the table has no snapshot or its snapshot summary counts no records.
+    """
+    snapshot = _current_snapshot(spark, identifier)
     if snapshot is None:
         return False
     return str(snapshot.summary().get("total-records")) != "0"
+
+
+def current_snapshot_id(spark: SparkSession, identifier: str) -> int | None:
+    """The id of the table's current snapshot (None before its first commit); no Spark job."""
+    snapshot = _current_snapshot(spark, identifier)
+    return None if snapshot is None else int(snapshot.snapshotId())
 
 
 class TombstoneIndex:

@@ -1,0 +1,66 @@
+"""A mirror another writer commits to while a batch is applied keeps the newer change.
+
+The batch classifies its changes against the table, then merges them. When the table has not
+moved in between, the MERGE does not compare orders again (that comparison reads the list-typed
+``_cdc_order`` of every row, unvectorized); when another writer committed in between, it must.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import Lake
+
+
+def _canal(kind: str, row: dict[str, Any], es: int) -> dict[str, Any]:
+    return {
+        "data": [row],
+        "database": "shop",
+        "es": es,
+        "isDdl": False,
+        "mysqlType": {"id": "INT", "v": "VARCHAR(10)"},
+        "old": None,
+        "pkNames": ["id"],
+        "sql": "",
+        "table": "orders",
+        "type": kind,
+    }
+
+
+def test_a_row_another_writer_changed_after_the_classification_is_not_overwritten(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdc_ingest.apply import keyed
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [_canal("INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.land("shop", "001b.json", [_canal("INSERT", {"id": 2, "v": "x"}, 2)])
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [_canal("UPDATE", {"id": 1, "v": "b"}, 5), _canal("UPDATE", {"id": 2, "v": "y"}, 6)],
+    )
+    identifier = f"{lake.catalog}.ods.orders"
+    counted = keyed.action_counts
+    wrote: list[bool] = []
+
+    def then_another_writer_commits(*args: Any, **kwargs: Any) -> Any:
+        counts = counted(*args, **kwargs)
+        if not wrote:
+            # Newer than any change of the batch: its order's first element is the largest.
+            lake.spark.sql(
+                f"UPDATE {identifier} SET v = 'other', "
+                "_cdc_order = array(9223372036854775807L) WHERE id = 1"
+            )
+            wrote.append(True)
+        return counts
+
+    monkeypatch.setattr(keyed, "action_counts", then_another_writer_commits)
+    lake.run("shop")
+
+    assert wrote == [True]
+    # The batch's update of key 1 was classified against the older row, yet the newer row
+    # stays; key 2, which nobody else changed, takes the batch's update.
+    assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
