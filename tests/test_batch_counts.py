@@ -10,23 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from canal_messages import canal_message
 
 CLI = str(Path(sys.executable).parent / "cdc-ingest")
-
-
-def _canal(table: str, kind: str, data: dict[str, Any], es: int) -> dict[str, Any]:
-    return {
-        "data": [data],
-        "database": "shop",
-        "es": es,
-        "isDdl": False,
-        "mysqlType": {"id": "INT", "v": "VARCHAR(10)"},
-        "old": None,
-        "pkNames": ["id"],
-        "sql": "",
-        "table": table,
-        "type": kind,
-    }
 
 
 def _run(lake: Any, **env: str) -> subprocess.CompletedProcess[str]:
@@ -45,8 +31,8 @@ def test_a_resumed_batch_row_counts_what_the_killed_attempt_applied(lake):
         "shop",
         "001.json",
         [
-            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 1),
-            _canal("items", "INSERT", {"id": 1, "v": "x"}, 2),
+            canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1),
+            canal_message("items", "INSERT", {"id": 1, "v": "x"}, 2),
         ],
     )
     assert _run(lake).returncode == 0
@@ -54,17 +40,17 @@ def test_a_resumed_batch_row_counts_what_the_killed_attempt_applied(lake):
         "shop",
         "002.json",
         [
-            _canal("orders", "INSERT", {"id": 2, "v": "b"}, 3),
-            _canal("orders", "UPDATE", {"id": 1, "v": "a2"}, 4),
-            _canal("orders", "DELETE", {"id": 9, "v": "gone"}, 5),
-            _canal("items", "INSERT", {"id": 2, "v": "y"}, 6),
-            _canal("items", "DELETE", {"id": 1, "v": "x"}, 7),
-            _canal("users", "INSERT", {"id": 1, "v": "new"}, 8),
+            canal_message("orders", "INSERT", {"id": 2, "v": "b"}, 3),
+            canal_message("orders", "UPDATE", {"id": 1, "v": "a2"}, 4),
+            canal_message("orders", "DELETE", {"id": 9, "v": "gone"}, 5),
+            canal_message("items", "INSERT", {"id": 2, "v": "y"}, 6),
+            canal_message("items", "DELETE", {"id": 1, "v": "x"}, 7),
+            canal_message("users", "INSERT", {"id": 1, "v": "new"}, 8),
             # New tables that only receive deletes: applied with users (apply/fresh_tables.py),
             # their counts noted on the one _cdc_tombstones commit they share.
-            _canal("gone", "DELETE", {"id": 9, "v": "x"}, 9),
-            _canal("lost", "DELETE", {"id": 7, "v": "y"}, 10),
-            _canal("lost", "DELETE", {"id": 8, "v": "z"}, 11),
+            canal_message("gone", "DELETE", {"id": 9, "v": "x"}, 9),
+            canal_message("lost", "DELETE", {"id": 7, "v": "y"}, 10),
+            canal_message("lost", "DELETE", {"id": 8, "v": "z"}, 11),
         ],
     )
     # Every table is committed, the batch is not.

@@ -10,22 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from canal_messages import canal_message
 from conftest import Lake
-
-
-def _canal(kind: str, row: dict[str, Any], es: int) -> dict[str, Any]:
-    return {
-        "data": [row],
-        "database": "shop",
-        "es": es,
-        "isDdl": False,
-        "mysqlType": {"id": "INT", "v": "VARCHAR(10)"},
-        "old": None,
-        "pkNames": ["id"],
-        "sql": "",
-        "table": "orders",
-        "type": kind,
-    }
 
 
 def test_a_row_another_writer_changed_after_the_classification_is_not_overwritten(
@@ -34,13 +20,16 @@ def test_a_row_another_writer_changed_after_the_classification_is_not_overwritte
     from cdc_ingest.apply import keyed
 
     lake.add_pipeline("shop", "canal-json")
-    lake.land("shop", "001.json", [_canal("INSERT", {"id": 1, "v": "a"}, 1)])
-    lake.land("shop", "001b.json", [_canal("INSERT", {"id": 2, "v": "x"}, 2)])
+    lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.land("shop", "001b.json", [canal_message("orders", "INSERT", {"id": 2, "v": "x"}, 2)])
     lake.run("shop")
     lake.land(
         "shop",
         "002.json",
-        [_canal("UPDATE", {"id": 1, "v": "b"}, 5), _canal("UPDATE", {"id": 2, "v": "y"}, 6)],
+        [
+            canal_message("orders", "UPDATE", {"id": 1, "v": "b"}, 5),
+            canal_message("orders", "UPDATE", {"id": 2, "v": "y"}, 6),
+        ],
     )
     identifier = f"{lake.catalog}.ods.orders"
     counted = keyed.action_counts

@@ -1,0 +1,21 @@
+"""Canal JSON messages written by hand for tests: one row of an ``id``, ``v`` table of ``shop``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def canal_message(table: str, kind: str, data: dict[str, Any], es: int) -> dict[str, Any]:
+    """A Canal ``kind`` (INSERT, UPDATE, DELETE) of one row of ``shop.<table>``, keyed by ``id``."""
+    return {
+        "data": [data],
+        "database": "shop",
+        "es": es,
+        "isDdl": False,
+        "mysqlType": {"id": "INT", "v": "VARCHAR(10)"},
+        "old": None,
+        "pkNames": ["id"],
+        "sql": "",
+        "table": table,
+        "type": kind,
+    }
