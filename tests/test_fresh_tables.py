@@ -124,3 +124,41 @@ def test_tables_share_a_group_while_their_columns_agree_and_fit():
     names = [[t.target.name for t in group] for group in groups]
     # d agrees with c (v) but not with a's group, whose w it shares; e fits the first group.
     assert names == [["a", "b", "e"], ["c", "d"], ["wide"]]
+
+
+def _jobs_of_run(lake: Any, pipeline: str) -> tuple[int, Any]:
+    """How many Spark jobs a run on the shared session starts, and its summary."""
+    context = lake.spark.sparkContext
+    group = f"fresh-{pipeline}"
+    context.setJobGroup(group, "a run counted by test_fresh_tables")
+    try:
+        summary = lake.run(pipeline)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return len(context.statusTracker().getJobIdsForGroup(group)), summary
+
+
+def test_the_tables_a_batch_creates_are_appended_without_a_job_each(lake):
+    # Two pipelines of the same shape: one batch creating 2 tables, one creating 12 (each with two
+    # inserts). A Spark append per table would add ten jobs to the second.
+    for pipeline, tables in (("few", 2), ("many", 12)):
+        lake.add_pipeline(pipeline, "canal-json", namespace=pipeline)
+        messages = [
+            _canal(f"t{t}", "INSERT", {"id": i, "v": f"{t}-{i}"}, t * 10 + i, TEXT)
+            for t in range(tables)
+            for i in (1, 2)
+        ]
+        lake.land(pipeline, "001.json", messages)
+
+    few, _ = _jobs_of_run(lake, "few")
+    many, summary = _jobs_of_run(lake, "many")
+
+    assert many == few
+    assert set(summary.tables) == {f"t{t}" for t in range(12)}
+    assert lake.rows("t11", namespace="many") == [{"id": 1, "v": "11-1"}, {"id": 2, "v": "11-2"}]
+    notes = lake.spark.sql(
+        f"SELECT summary['cdc.batch-id'] AS batch, summary['cdc.counts'] AS counts "
+        f"FROM {lake.catalog}.many.t11.snapshots"
+    ).collect()
+    assert [r["batch"] for r in notes] == ["1"]
+    assert '"inserted": 2' in notes[0]["counts"]

@@ -65,17 +65,21 @@ def _engine_failure(config: Config, pipeline_name: str, exc: Exception) -> int:
 
 def _failure_line(exc: BaseException) -> str | None:
     """The first line of a JVM-side failure (py4j, pyspark's captured exceptions), of a catalog
-    database's (the namespace lock's SQLAlchemy connection) or of a connection failure; None for
-    anything else (a bug, to be seen with its traceback)."""
+    database's (the namespace lock's SQLAlchemy connection), of pyiceberg's appends or of a
+    connection failure; None for anything else (a bug, to be seen with its traceback)."""
     from py4j.protocol import Py4JError, Py4JJavaError
     from pyspark.errors.exceptions.captured import CapturedException
     from sqlalchemy.exc import DBAPIError
+
+    from cdc_ingest.apply.arrow_appends import WarehouseWriteError
 
     if isinstance(exc, Py4JJavaError):
         text = str(exc.java_exception.toString())
     elif isinstance(exc, DBAPIError):
         # The driver's own message, without SQLAlchemy's statement and background link.
         text = f"{type(exc.orig).__name__}: {exc.orig}"
+    elif isinstance(exc, WarehouseWriteError):
+        text = str(exc)
     elif isinstance(exc, (CapturedException, Py4JError, ConnectionError)):
         text = f"{type(exc).__name__}: {exc}"
     else:

@@ -3,9 +3,9 @@
 - ``CDC_INGEST_FAIL_AT=<step>``: at a named step of the batch (``after_plan``, ``after_tables``,
   ``before_checkpoint``).
 - ``CDC_INGEST_FAIL_AFTER_COMMITS=<n>``: right after the run's n-th write to the catalog (a
-  ``writeTo(...).append()`` or a SQL MERGE, INSERT, UPDATE, DELETE, CREATE, ALTER or DROP, but
-  not the ``CREATE ... IF NOT EXISTS`` every run repeats): any commit point of the batch, chosen by
-  the chaos test.
+  ``writeTo(...).append()``, a pyiceberg ``Table.append`` or a SQL MERGE, INSERT, UPDATE, DELETE,
+  CREATE, ALTER or DROP, but not the ``CREATE ... IF NOT EXISTS`` every run repeats): any commit
+  point of the batch, chosen by the chaos test.
 
 Nothing here is active unless one of the variables is set.
 """
@@ -62,5 +62,14 @@ def install_commit_fault() -> None:
         append(self)
         committed("append")
 
+    from pyiceberg.table import Table
+
+    arrow_append = Table.append
+
+    def arrow_append_and_count(self: Table, *args: Any, **kwargs: Any) -> None:
+        arrow_append(self, *args, **kwargs)
+        committed("pyiceberg append")
+
     SparkSession.sql = sql  # type: ignore[method-assign,assignment]
     DataFrameWriterV2.append = append_and_count  # type: ignore[method-assign]
+    Table.append = arrow_append_and_count  # type: ignore[method-assign]

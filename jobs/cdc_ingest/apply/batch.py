@@ -13,6 +13,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.append_only import apply_append_only
+from cdc_ingest.apply.arrow_appends import arrow_appends
 from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
 from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, applies_fresh, fresh_groups
 from cdc_ingest.apply.keyed import apply_table
@@ -30,6 +31,7 @@ from cdc_ingest.table_options import TableDesignError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdc_ingest.apply.arrow_appends import ArrowAppends
     from cdc_ingest.changes.inventory import Batch, Inventory
     from cdc_ingest.config import Config
     from cdc_ingest.formats.base import Decoder
@@ -144,7 +146,8 @@ def apply_all_tables(
             for event in by_table.get(name, []):
                 event.status, event.detail = "failed", f"table {name} {_why(exc)}"
         _account(summary, table_summary)
-    dead += _apply_fresh(ctx, fresh, changes, summary, evolve)
+    with arrow_appends(config.catalog) as arrow_writer:
+        dead += _apply_fresh(ctx, fresh, changes, summary, evolve, arrow_writer)
     return dead
 
 
@@ -161,9 +164,11 @@ def _apply_fresh(
     changes: DataFrame,
     summary: RunSummary,
     evolve: bool,
+    appends: ArrowAppends | None,
 ) -> list[DataFrame]:
     """Tables this run created, typed, collapsed and counted in groups (``fresh_tables``); each
-    appended by a commit of its own, its failure its own; one tombstones commit per group."""
+    appended by a commit of its own (through pyiceberg where ``appends`` can take it), its failure
+    its own; one tombstones commit per group."""
     spark = ctx.spark
     dead: list[DataFrame] = []
     for members in fresh_groups(tables):
@@ -182,7 +187,7 @@ def _apply_fresh(
         for table in members:
             target = table.target
             try:
-                group.append(table)
+                group.append(table, appends)
                 table_summary = group.summaries[target.name]
                 table_summary.design_changes += target.design_changes
                 if not evolve:

@@ -7,8 +7,10 @@ database) pays a typed plan, a collapse shuffle and a counting job per table. He
 whose columns agree (each name has one type in all of them), up to ``GROUP_COLUMNS`` columns in
 all, share one plan, one shuffle and one count. Each table's rows are still appended by a commit
 of its own, carrying its counts (``commit_notes``), so that a failure stays with its table and a
-resumed batch reports what the first attempt did; the group's tombstones (deletes of keys the
-tables never held) go into ``_cdc_tombstones`` in one commit.
+resumed batch reports what the first attempt did; the rows of the group's tables are collected as
+Arrow in one job and each table's appended through pyiceberg (``arrow_appends``) where it can,
+rather than by a Spark job per table. The group's tombstones (deletes of keys the tables never
+held) go into ``_cdc_tombstones`` in one commit.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_ingest.apply.actions import INSERT
+from cdc_ingest.apply.arrow_appends import CHUNK_ROWS, collect_arrow
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
@@ -32,10 +36,13 @@ from cdc_ingest.apply.keyed import (
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
 from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.stages import stage
+from cdc_ingest.state.tables import ORDER_COLUMN
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdc_ingest.apply.arrow_appends import ArrowAppends
     from cdc_ingest.contract import ColumnType
     from cdc_ingest.schema.target import TargetTable
     from cdc_ingest.state.summary import TableSummary
@@ -109,6 +116,7 @@ class FreshGroup:
         self.summaries: dict[str, TableSummary] = {}
         self._typed: DataFrame | None = None
         self._classified: DataFrame | None = None
+        self._inserts: dict[str, pa.Table] = {}
 
     def classify(self, changes: DataFrame) -> None:
         """Type, collapse and count every table's changes: one plan, one shuffle, one job."""
@@ -146,18 +154,59 @@ class FreshGroup:
             errors.append(column_error(name, raw, typed, ctype))
         return typed_select(changes, values, errors, leading=[TARGET])
 
-    def append(self, table: FreshTable) -> None:
-        """Append one table's inserts, its counts on the commit."""
+    def append(self, table: FreshTable, appends: ArrowAppends | None = None) -> None:
+        """Append one table's inserts, its counts on the commit: through pyiceberg (``appends``)
+        where it can take the table, else by a Spark job."""
         assert self._classified is not None, "classify first"
         target = table.target
         summary = self.summaries[target.name]
         if not summary.inserted:
             return
         note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
+        if appends is not None:
+            with stage("append to created table"):
+                if appends.append(target.identifier, self._arrow_inserts(target.name), note):
+                    return
         with commit_properties(self.spark, note), stage("append to created table"):
             # Fewer than GROUP_ROWS rows: one task writes them as one file (not one per part).
             mine = self._classified.where(F.col(TARGET) == target.name).coalesce(1)
             append_target(mine, target, self.batch_id)
+
+    def _arrow_inserts(self, name: str) -> pa.Table:
+        """The table's inserts as Arrow, collected with those of the tables after it (in the
+        group's order, up to ``CHUNK_ROWS`` rows) in one job."""
+        if name not in self._inserts:
+            self._inserts = self._collect_inserts(name)
+        return self._inserts.pop(name)
+
+    def _collect_inserts(self, first: str) -> dict[str, pa.Table]:
+        import pyarrow.compute as pc
+
+        assert self._classified is not None, "classify first"
+        names = [t.target.name for t in self.tables]
+        chunk: list[FreshTable] = []
+        rows = 0
+        for table in self.tables[names.index(first) :]:
+            inserted = self.summaries[table.target.name].inserted
+            if chunk and rows + inserted > CHUNK_ROWS:
+                break
+            if inserted:
+                chunk.append(table)
+                rows += inserted
+        columns = list(dict.fromkeys(c for t in chunk for c in t.target.written_columns))
+        # applies_fresh admits only deletes == "apply": no soft-delete flag to add.
+        inserts = self._classified.where(
+            F.col(TARGET).isin(*[t.target.name for t in chunk]) & (F.col("_action") == INSERT)
+        ).select(*columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id", TARGET)
+        with stage("collect inserts of created tables"):
+            collected = collect_arrow(inserts).sort_by(TARGET)
+        parts: dict[str, pa.Table] = {}
+        offset = 0
+        for counted in pc.value_counts(collected.column(TARGET)).to_pylist():
+            size = counted["counts"]
+            parts[counted["values"]] = collected.slice(offset, size).drop_columns([TARGET])
+            offset += size
+        return parts
 
     def append_tombstones(self, tombstones: str, applied: set[str]) -> list[str]:
         """One ``_cdc_tombstones`` commit for the deletes of the ``applied`` tables; returns the

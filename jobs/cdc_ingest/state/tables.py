@@ -190,7 +190,7 @@ def _create_with_identifier(
 
     jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
     assert jvm is not None and gateway is not None
-    catalog, namespace, table = _unquoted(identifier)
+    catalog, namespace, table = unquoted(identifier)
     try:
         manager = spark._jsparkSession.sessionState().catalogManager()
         iceberg = manager.catalog(catalog).icebergCatalog()
@@ -221,7 +221,7 @@ def _create_with_identifier(
     return True
 
 
-def _unquoted(identifier: str) -> list[str]:
+def unquoted(identifier: str) -> list[str]:
     """The parts of a ``qualified`` identifier (each part backquoted, backquotes doubled)."""
     return [p.replace("``", "`") for p in re.findall(r"`((?:[^`]|``)*)`", identifier)]
 
