@@ -98,6 +98,10 @@ def test_a_table_a_batch_creates_is_created_with_its_key_in_one_commit(lake):
     assert properties["cdc.keys"] == "id"
     assert properties["write.merge.mode"] == "merge-on-read"
     assert properties["owner"]
+    # Created through pyiceberg (state/arrow_catalog.py), where Iceberg's JdbcCatalog would put it
+    # (pyiceberg's own default is <warehouse>/ods.db/orders), with Java's default codec stored.
+    assert table.location() == f"{lake.root.as_uri()}/warehouse/ods/orders"
+    assert properties["write.parquet.compression-codec"] == "zstd"
 
 
 def _fresh(name: str, **columns: str) -> FreshTable:

@@ -13,7 +13,6 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.append_only import apply_append_only
-from cdc_ingest.apply.arrow_appends import arrow_appends
 from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
 from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, applies_fresh, fresh_groups
 from cdc_ingest.apply.keyed import apply_table
@@ -31,11 +30,11 @@ from cdc_ingest.table_options import TableDesignError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from cdc_ingest.apply.arrow_appends import ArrowAppends
     from cdc_ingest.changes.inventory import Batch, Inventory
     from cdc_ingest.config import Config
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.evolution import DdlEvent
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import RunSummary
 
 
@@ -71,8 +70,12 @@ def apply_all_tables(
     events: list[DdlEvent],
     only: tuple[str, ...] = (),
     appends: bool = True,
+    arrow: ArrowCatalog | None = None,
 ) -> list[DataFrame]:
     """Prepare every target table and apply its changes and statements; returns typing errors.
+
+    ``arrow`` (pyiceberg's view of the catalog, ``state/arrow_catalog``) creates and appends the
+    small tables the batch creates without a JVM call or Spark job each.
 
     A run restricted to some tables (``only``) applies those of them that the batch changes (and,
     without ``appends``, that have a key), and says in ``summary.skipped_tables`` why it skipped
@@ -106,6 +109,7 @@ def apply_all_tables(
         batch.batch_id,
         summary.resumed,
         pipeline.tables,
+        arrow,
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].position)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
@@ -146,8 +150,7 @@ def apply_all_tables(
             for event in by_table.get(name, []):
                 event.status, event.detail = "failed", f"table {name} {_why(exc)}"
         _account(summary, table_summary)
-    with arrow_appends(config.catalog) as arrow_writer:
-        dead += _apply_fresh(ctx, fresh, changes, summary, evolve, arrow_writer)
+    dead += _apply_fresh(ctx, fresh, changes, summary, evolve, ctx.arrow)
     return dead
 
 
@@ -164,10 +167,10 @@ def _apply_fresh(
     changes: DataFrame,
     summary: RunSummary,
     evolve: bool,
-    appends: ArrowAppends | None,
+    arrow: ArrowCatalog | None,
 ) -> list[DataFrame]:
     """Tables this run created, typed, collapsed and counted in groups (``fresh_tables``); each
-    appended by a commit of its own (through pyiceberg where ``appends`` can take it), its failure
+    appended by a commit of its own (through pyiceberg where ``arrow`` can take it), its failure
     its own; one tombstones commit per group."""
     spark = ctx.spark
     dead: list[DataFrame] = []
@@ -187,7 +190,7 @@ def _apply_fresh(
         for table in members:
             target = table.target
             try:
-                group.append(table, appends)
+                group.append(table, arrow)
                 table_summary = group.summaries[target.name]
                 table_summary.design_changes += target.design_changes
                 if not evolve:
@@ -282,6 +285,7 @@ def _prepare(ctx: TableContext, base: TargetInventory, evolve: bool) -> tuple[Ta
             evolve,
             ctx.batch_id,
             ctx.table_options.for_table(base.name),
+            ctx.arrow,
         )
     ctx.existing.add(base.name)
     return target, created

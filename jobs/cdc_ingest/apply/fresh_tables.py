@@ -8,7 +8,7 @@ whose columns agree (each name has one type in all of them), up to ``GROUP_COLUM
 all, share one plan, one shuffle and one count. Each table's rows are still appended by a commit
 of its own, carrying its counts (``commit_notes``), so that a failure stays with its table and a
 resumed batch reports what the first attempt did; the rows of the group's tables are collected as
-Arrow in one job and each table's appended through pyiceberg (``arrow_appends``) where it can,
+Arrow in one job and each table's appended through pyiceberg (``state/arrow_catalog``) where it can,
 rather than by a Spark job per table. The group's tombstones (deletes of keys the tables never
 held) go into ``_cdc_tombstones`` in one commit.
 """
@@ -22,7 +22,6 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.actions import INSERT
-from cdc_ingest.apply.arrow_appends import CHUNK_ROWS, collect_arrow
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
@@ -42,13 +41,16 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from cdc_ingest.apply.arrow_appends import ArrowAppends
     from cdc_ingest.contract import ColumnType
     from cdc_ingest.schema.target import TargetTable
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import TableSummary
 
 # A group's typed rows hold every column of its tables: wide rows cost more than the plans saved.
 GROUP_COLUMNS = 64
+# Rows collected to the driver at once for pyiceberg's appends: bounded so that a group of many
+# fairly large tables never holds all of its rows in the driver's memory.
+CHUNK_ROWS = 200_000
 # A table with this many changes or more is applied on its own: its own jobs (about half a CPU
 # second) cost less than carrying and sorting its rows with a table name (a few microseconds each).
 GROUP_ROWS = 100_000
@@ -154,8 +156,8 @@ class FreshGroup:
             errors.append(column_error(name, raw, typed, ctype))
         return typed_select(changes, values, errors, leading=[TARGET])
 
-    def append(self, table: FreshTable, appends: ArrowAppends | None = None) -> None:
-        """Append one table's inserts, its counts on the commit: through pyiceberg (``appends``)
+    def append(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> None:
+        """Append one table's inserts, its counts on the commit: through pyiceberg (``arrow``)
         where it can take the table, else by a Spark job."""
         assert self._classified is not None, "classify first"
         target = table.target
@@ -163,9 +165,9 @@ class FreshGroup:
         if not summary.inserted:
             return
         note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
-        if appends is not None:
+        if arrow is not None:
             with stage("append to created table"):
-                if appends.append(target.identifier, self._arrow_inserts(target.name), note):
+                if arrow.append(target.identifier, self._arrow_inserts(target.name), note):
                     return
         with commit_properties(self.spark, note), stage("append to created table"):
             # Fewer than GROUP_ROWS rows: one task writes them as one file (not one per part).
@@ -199,7 +201,7 @@ class FreshGroup:
             F.col(TARGET).isin(*[t.target.name for t in chunk]) & (F.col("_action") == INSERT)
         ).select(*columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id", TARGET)
         with stage("collect inserts of created tables"):
-            collected = collect_arrow(inserts).sort_by(TARGET)
+            collected = _collect_arrow(inserts).sort_by(TARGET)
         parts: dict[str, pa.Table] = {}
         offset = 0
         for counted in pc.value_counts(collected.column(TARGET)).to_pylist():
@@ -247,3 +249,14 @@ class FreshGroup:
     @staticmethod
     def _outcome(summary: TableSummary) -> dict[str, object]:
         return {f: getattr(summary, f) for f in OUTCOMES} | {"created": True}
+
+
+def _collect_arrow(rows: DataFrame) -> pa.Table:
+    """The rows in the driver as one Arrow table: one Spark job, no Python row objects."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = rows._collect_as_arrow()
+    if not batches:
+        return to_arrow_schema(rows.schema).empty_table()
+    return pa.Table.from_batches(batches)

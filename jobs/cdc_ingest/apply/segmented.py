@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.inference import TypeInference
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
 
 
 @dataclass
@@ -66,6 +67,8 @@ class TableContext:
     batch_id: int
     resumed: bool = False
     table_options: PipelineTableOptions = field(default_factory=PipelineTableOptions)
+    # pyiceberg's view of the catalog: creates and appends small tables without a JVM call each.
+    arrow: ArrowCatalog | None = None
 
 
 def _add(total: TableSummary, part: TableSummary) -> None:

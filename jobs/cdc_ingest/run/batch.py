@@ -57,6 +57,7 @@ from cdc_ingest.run.options import RunOptions
 from cdc_ingest.schema.evolution import SchemaChangeRefused, check_policy, collect_ddl
 from cdc_ingest.spark_session import configure_catalog, release
 from cdc_ingest.stages import StageTimings, current, recording, stage
+from cdc_ingest.state.arrow_catalog import arrow_catalog
 from cdc_ingest.state.checkpoints import CheckpointStore
 from cdc_ingest.state.lake import CheckpointState
 from cdc_ingest.state.summary import RunSummary, TableSummary
@@ -305,18 +306,20 @@ def apply(
         if mode.records_ddl:
             _ddl_recorder(run, batch, summary, events)()
         raise
-    dead = apply_all_tables(
-        run.spark,
-        config,
-        run.pipeline.name,
-        run.decoder,
-        batch,
-        inventory,
-        summary,
-        events,
-        only=mode.restricted_to,
-        appends=mode.appends,
-    )
+    with arrow_catalog(config.catalog) as arrow:
+        dead = apply_all_tables(
+            run.spark,
+            config,
+            run.pipeline.name,
+            run.decoder,
+            batch,
+            inventory,
+            summary,
+            events,
+            only=mode.restricted_to,
+            appends=mode.appends,
+            arrow=arrow,
+        )
     maybe_die("after_tables")
     return events, dead
 

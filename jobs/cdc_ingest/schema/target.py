@@ -30,6 +30,8 @@ from cdc_ingest.table_options import DELETED_COLUMN, TableOptions
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+
 KEYS_PROPERTY = "cdc.keys"
 # Set when the source drops the table: the mirror is kept and no longer receives changes, until
 # the source creates a table of that name again.
@@ -131,6 +133,7 @@ def prepare_target(
     evolve: bool = True,
     batch_id: int | None = None,
     options: TableOptions | None = None,
+    arrow: ArrowCatalog | None = None,
 ) -> tuple[TargetTable, bool]:
     """Create or extend the target table; returns it and whether it was created.
 
@@ -139,7 +142,8 @@ def prepare_target(
 
     ``inference`` types columns nothing declares. Without ``evolve`` an existing table
     keeps its columns: values of columns it lacks are not applied. ``options`` shape the table
-    (see :mod:`cdc_ingest.schema.design`).
+    (see :mod:`cdc_ingest.schema.design`); ``arrow`` creates a plain keyed table through pyiceberg
+    (``state/arrow_catalog``).
     """
     options = options or TableOptions()
     computed_names = set(options.computed_columns)
@@ -208,6 +212,7 @@ def prepare_target(
                 design.extra_columns,
                 design.partitioned_by,
                 design.write_order,
+                arrow,
             )
         if not won:
             # Another writer created it since the run started: extend it like any existing table.

@@ -11,6 +11,8 @@ from cdc_ingest.contract import ColumnType
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+
 # Row-level changes are written as delete files (merge-on-read): a micro-batch touching a few rows
 # must not rewrite whole data files.
 TABLE_PROPERTIES = {
@@ -135,6 +137,7 @@ def create_target(
     extra_columns: dict[str, str] | None = None,
     partitioned_by: tuple[str, ...] = (),
     write_order: tuple[str, ...] = (),
+    arrow: ArrowCatalog | None = None,
 ) -> bool:
     """Create a mirrored table: source columns, the ``_cdc_`` columns, the key as identifier.
 
@@ -153,7 +156,16 @@ def create_target(
     definitions += [f"{quote(name)} {stype}" for name, stype in (extra_columns or {}).items()]
     definitions += [f"{quote(name)} {stype}" for name, stype in SYSTEM_COLUMNS.items()]
     if keys and not partitioned_by and not write_order:
-        created = _create_with_identifier(spark, identifier, definitions, keys, properties or {})
+        created: bool | None = None
+        if arrow is not None:
+            typed = {n: c.spark_type for n, c in columns.items()}
+            typed |= {**(extra_columns or {}), **SYSTEM_COLUMNS}
+            owner = {"owner": _creation_handles(spark).owner}
+            stored = {**owner, **TABLE_PROPERTIES, **(properties or {})}
+            created = arrow.create_keyed(identifier, typed, keys, stored)
+        if created is None:
+            stored = properties or {}
+            created = _create_with_identifier(spark, identifier, definitions, keys, stored)
         if created is not None:
             return created
     partitioning = f"PARTITIONED BY ({', '.join(partitioned_by)}) " if partitioned_by else ""
