@@ -7,6 +7,7 @@ ordering value (vendor order, then batch, file and line).
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
@@ -26,13 +27,9 @@ def configured_keys(pipeline: PipelineConfig) -> Column:
     """Key columns from the pipeline's ``keys`` for each row's source table, or null."""
     if not pipeline.keys:
         return F.lit(None).cast("array<string>")
-    lookup = F.create_map(
-        *[
-            x
-            for name, cols in pipeline.keys.items()
-            for x in (F.lit(name), F.array(*map(F.lit, cols)))
-        ]
-    )
+    # One JSON literal (constant-folded by Spark) rather than a literal per name and column: with
+    # keys for hundreds of tables, those cost a py4j round trip each (1.3 s for 300 tables).
+    lookup = F.from_json(F.lit(json.dumps(pipeline.keys)), "map<string,array<string>>")
     db, schema, table = F.col("src_db"), F.col("src_schema"), F.col("src_table")
     if not any("." in name for name in pipeline.keys):
         # Only the bare table name can match: skip building the qualified names on every row.

@@ -63,6 +63,9 @@ class ArrowCatalog:
         self.config = config
         self._catalog: Any = None
         self.available = config.type in _KINDS
+        # Tables this object created, as created: their first append needs no load (4 of the
+        # 20 ms of an append of a few hundred rows).
+        self._created: dict[tuple[str, str], Any] = {}
 
     def _opened(self) -> Any:
         if self._catalog is None and self.available:
@@ -82,6 +85,7 @@ class ArrowCatalog:
         if engine is not None:
             engine.dispose()
         self._catalog = None
+        self._created.clear()
 
     def create_keyed(
         self,
@@ -113,9 +117,12 @@ class ArrowCatalog:
             # Iceberg's Java catalog stores its default codec on every table it creates.
             stored = {"write.parquet.compression-codec": "zstd", **properties}
             try:
-                catalog.create_table((namespace, name), schema, location, properties=stored)
+                created = catalog.create_table(
+                    (namespace, name), schema, location, properties=stored
+                )
             except TableAlreadyExistsError:
                 return False
+        self._created[(namespace, name)] = created
         return True
 
     def append(self, identifier: str, rows: pa.Table, properties: dict[str, str]) -> bool:
@@ -131,7 +138,9 @@ class ArrowCatalog:
             catalog = self._opened()
             if catalog is None:
                 return False
-            table = catalog.load_table((namespace, name))
+            table = self._created.pop((namespace, name), None)
+            if table is None:
+                table = catalog.load_table((namespace, name))
             if not _writes_as_spark(table):
                 return False
             table.append(_as_table_rows(rows, table.schema()), snapshot_properties=properties)
