@@ -23,6 +23,8 @@ from cdc_ingest.state.tables import BATCHES, SYSTEM_TABLES, qualified
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+
 
 def _timestamp(iso: str | None) -> datetime | None:
     if iso is None:
@@ -70,7 +72,12 @@ def batch_row(summary: RunSummary, run_id: str | None) -> dict[str, Any]:
 
 
 def record_batch(
-    spark: SparkSession, catalog: str, namespace: str, summary: RunSummary, run_id: str | None
+    spark: SparkSession,
+    catalog: str,
+    namespace: str,
+    summary: RunSummary,
+    run_id: str | None,
+    arrow: ArrowCatalog | None = None,
 ) -> bool:
     """Append the batch's row unless a resumed batch already wrote it; returns whether it wrote.
 
@@ -80,6 +87,8 @@ def record_batch(
         namespace: the pipeline's namespace.
         summary: the finished run (``batch_id`` set, not a dry run).
         run_id: the orchestrator's run id (Airflow's ``run_id``), if any.
+        arrow: pyiceberg's view of the catalog, which appends the row where it can (no Spark
+            job for one row).
     """
     from pyspark.sql import functions as F
 
@@ -93,13 +102,15 @@ def record_batch(
         if spark.table(table).where(mine).limit(1).count():
             return False
     row = batch_row(summary, run_id)
+    properties = {"cdc.pipeline": summary.pipeline, "cdc.batch-id": str(summary.batch_id)}
+    if arrow is not None and arrow.append_rows(table, [row], properties):
+        return True
     names = [c.strip().split(" ")[0] for c in SYSTEM_TABLES[BATCHES].split(",")]
     # The schema string has commas only between columns (no struct or map types).
     (
         spark.createDataFrame([tuple(row[n] for n in names)], SYSTEM_TABLES[BATCHES])
         .writeTo(table)
-        .option("snapshot-property.cdc.pipeline", summary.pipeline)
-        .option("snapshot-property.cdc.batch-id", str(summary.batch_id))
+        .options(**{f"snapshot-property.{k}": v for k, v in properties.items()})
         .append()
     )
     return True

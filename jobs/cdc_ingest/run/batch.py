@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from cdc_ingest.config import Config
     from cdc_ingest.landing.zones import LandedFile
     from cdc_ingest.schema.evolution import DdlEvent
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.checkpoints import BatchPlan
 
 
@@ -95,9 +96,9 @@ def run_pipeline(
     options = options or RunOptions()
     install_commit_fault()
     started, start = datetime.now(UTC), time.perf_counter()
-    with recording(current() or StageTimings()) as timings:
+    with recording(current() or StageTimings()) as timings, arrow_catalog(config.catalog) as arrow:
         with stage("plan"):
-            run = open_run(spark, config, pipeline_name, options)
+            run = open_run(spark, config, pipeline_name, options, arrow)
             mode = choose_mode(options, run.state)
             plan = mode.kind.plan(run)
         summary = new_summary(run, mode, plan, started)
@@ -134,7 +135,11 @@ def run_pipeline(
 
 
 def open_run(
-    spark: SparkSession, config: Config, pipeline_name: str, options: RunOptions
+    spark: SparkSession,
+    config: Config,
+    pipeline_name: str,
+    options: RunOptions,
+    arrow: ArrowCatalog,
 ) -> RunContext:
     """The pipeline, its landing zone, its namespace's tables and its checkpoint state.
 
@@ -154,9 +159,11 @@ def open_run(
         existing = existing_tables(spark, catalog, pipeline.namespace)
     else:
         existing = ensure_system_tables(spark, catalog, pipeline.namespace)
-    store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name)
+    store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name, arrow)
     state = store.load() if CHECKPOINTS in existing else CheckpointState()
-    return RunContext(spark, config, pipeline, decoder, options, listing, existing, store, state)
+    return RunContext(
+        spark, config, pipeline, decoder, options, listing, existing, store, state, arrow
+    )
 
 
 def new_summary(run: RunContext, mode: RunMode, plan: BatchPlan, started: datetime) -> RunSummary:
@@ -306,20 +313,20 @@ def apply(
         if mode.records_ddl:
             _ddl_recorder(run, batch, summary, events)()
         raise
-    with arrow_catalog(config.catalog) as arrow:
-        dead = apply_all_tables(
-            run.spark,
-            config,
-            run.pipeline.name,
-            run.decoder,
-            batch,
-            inventory,
-            summary,
-            events,
-            only=mode.restricted_to,
-            appends=mode.appends,
-            arrow=arrow,
-        )
+    # A mode changes the pipelines, never the catalog: the run's pyiceberg view serves.
+    dead = apply_all_tables(
+        run.spark,
+        config,
+        run.pipeline.name,
+        run.decoder,
+        batch,
+        inventory,
+        summary,
+        events,
+        only=mode.restricted_to,
+        appends=mode.appends,
+        arrow=run.arrow,
+    )
     maybe_die("after_tables")
     return events, dead
 
@@ -378,7 +385,7 @@ def commit(
     left_out: dict[int, FileCheck],
 ) -> None:
     """The batch's row of ``_cdc_batches``, then (a batch of the checkpoint) its commit."""
-    record_batch(run.spark, run.catalog, run.namespace, summary, run.options.run_id)
+    record_batch(run.spark, run.catalog, run.namespace, summary, run.options.run_id, run.arrow)
     if not mode.effect.commits:
         return
     maybe_die("before_checkpoint")

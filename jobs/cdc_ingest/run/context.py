@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.landing.zones import LandedFile
     from cdc_ingest.run.options import RunOptions
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.checkpoints import CheckpointStore
     from cdc_ingest.state.lake import CheckpointState
 
@@ -30,6 +31,8 @@ class RunContext:
         existing: the namespace's tables; stages add the tables they create.
         store: the pipeline's checkpoint rows.
         state: what the checkpoint held when the run started.
+        arrow: pyiceberg's view of the catalog, for the small writes it makes without a Spark
+            job (``state/arrow_catalog``); open for the run.
     """
 
     spark: SparkSession
@@ -41,6 +44,7 @@ class RunContext:
     existing: set[str]
     store: CheckpointStore
     state: CheckpointState
+    arrow: ArrowCatalog
 
     @property
     def catalog(self) -> str:

@@ -80,6 +80,11 @@ class ArrowCatalog:
                 self.available = False
         return self._catalog
 
+    def opened(self) -> Any:
+        """The pyiceberg catalog (opened now if it was not), or None where this module leaves
+        the work to Spark."""
+        return self._opened()
+
     def close(self) -> None:
         engine = getattr(self._catalog, "engine", None)  # a SQL catalog's connection pool
         if engine is not None:
@@ -107,7 +112,7 @@ class ArrowCatalog:
         if schema is None:
             return None
         _, namespace, name = _parts(identifier)
-        with _warehouse_failures(f"pyiceberg create of {namespace}.{name}"):
+        with warehouse_failures(f"pyiceberg create of {namespace}.{name}"):
             catalog = self._opened()
             if catalog is None:
                 return None
@@ -134,7 +139,7 @@ class ArrowCatalog:
             WarehouseWriteError: the catalog or the warehouse failed.
         """
         _, namespace, name = _parts(identifier)
-        with _warehouse_failures(f"pyiceberg append to {namespace}.{name}"):
+        with warehouse_failures(f"pyiceberg append to {namespace}.{name}"):
             catalog = self._opened()
             if catalog is None:
                 return False
@@ -144,6 +149,31 @@ class ArrowCatalog:
             if not _writes_as_spark(table):
                 return False
             table.append(_as_table_rows(rows, table.schema()), snapshot_properties=properties)
+        return True
+
+    def append_rows(
+        self, identifier: str, rows: list[dict[str, Any]], properties: dict[str, str]
+    ) -> bool:
+        """Append ``rows`` (dicts by column name; a column a row lacks is null; naive datetimes
+        are UTC) as :meth:`append` does: the bookkeeping rows of a batch, a few per commit.
+
+        Raises:
+            WarehouseWriteError: the catalog or the warehouse failed.
+        """
+        import pyarrow as pa
+
+        _, namespace, name = _parts(identifier)
+        with warehouse_failures(f"pyiceberg append to {namespace}.{name}"):
+            catalog = self._opened()
+            if catalog is None:
+                return False
+            table = catalog.load_table((namespace, name))
+            if not _writes_as_spark(table):
+                return False
+            arrow = pa.Table.from_pylist(rows, schema=table.schema().as_arrow())
+            # pyiceberg retries a commit that lost a race with another writer (a pipeline
+            # sharing the namespace's system tables), as Iceberg's Java append does.
+            table.append(arrow, snapshot_properties=properties)
         return True
 
 
@@ -208,7 +238,9 @@ def _as_table_rows(rows: pa.Table, schema: Any) -> pa.Table:
 
 
 @contextmanager
-def _warehouse_failures(what: str) -> Iterator[None]:
+def warehouse_failures(what: str) -> Iterator[None]:
+    """The block's failures of the catalog or warehouse (pyiceberg's, SQLAlchemy's, I/O) as one
+    :class:`WarehouseWriteError` naming ``what``; any other exception passes unchanged."""
     from sqlalchemy.exc import SQLAlchemyError
 
     try:

@@ -1,0 +1,62 @@
+"""A batch's bookkeeping (its plan and commit in ``_cdc_checkpoints``, its row of
+``_cdc_batches``) is read and written by pyiceberg where the catalog allows
+(``state/arrow_catalog.py``): a few rows each, for which a Spark job would cost more than a small
+batch's rows. What the rows and commits say is the same either way."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from canal_messages import canal_message
+from lakehouses import JDBC_FILE, REST_S3
+
+
+def _commits(lake: Any, table: str) -> list[dict[str, str]]:
+    rows = lake.spark.sql(
+        f"SELECT summary FROM {lake.catalog}.ods.{table}.snapshots ORDER BY committed_at"
+    ).collect()
+    return [dict(r["summary"]) for r in rows]
+
+
+@pytest.mark.parametrize("lake", [JDBC_FILE, REST_S3], indirect=True)
+def test_a_batch_is_planned_committed_and_recorded_without_a_spark_job(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
+    before = datetime.now(UTC)
+
+    first = lake.run("shop")
+
+    after = datetime.now(UTC)
+    checkpoints = _commits(lake, "_cdc_checkpoints")
+    batches = _commits(lake, "_cdc_batches")
+    # The plan, then the seal; then the batch's row: each one commit with the batch's notes. Iceberg
+    # Spark's writes add the application's id to a commit (as the mirror's append shows); these
+    # commits have none.
+    assert [(c["cdc.pipeline"], c["cdc.batch-id"]) for c in checkpoints] == [("shop", "1")] * 2
+    assert [(c["cdc.pipeline"], c["cdc.batch-id"]) for c in batches] == [("shop", "1")]
+    assert [c["added-records"] for c in checkpoints + batches] == ["1", "2", "1"]
+    assert all("spark.app.id" not in c for c in checkpoints + batches)
+    assert all("spark.app.id" in c for c in _commits(lake, "orders"))
+    rows = lake.table("_cdc_checkpoints").orderBy("recorded_at", "status").collect()
+    assert [(r["batch_id"], r["status"], r["file_idx"], r["records"]) for r in rows] == [
+        (1, "planned", 0, None),
+        (1, "applied", 0, 1),
+        (1, "committed", None, None),
+    ]
+    assert rows[0]["file"] == rows[1]["file"] == first.files[0]
+    # Stored as the instants they were taken at (the session's time zone is UTC).
+    stamps = [r["recorded_at"].replace(tzinfo=UTC) for r in rows]
+    assert all(before <= stamp <= after for stamp in stamps)
+    [row] = lake.table("_cdc_batches").collect()
+    assert (row["batch_id"], row["lines"], row["messages"], row["inserted"]) == (1, 1, 1, 1)
+    assert row["files"] == first.files
+
+    # The next run reads that state back: only the new file is planned, as batch 2.
+    lake.land("shop", "002.json", [canal_message("orders", "INSERT", {"id": 2, "v": "b"}, 2)])
+    second = lake.run("shop")
+
+    assert (second.batch_id, [f.rsplit("/", 1)[1] for f in second.files]) == (2, ["002.json"])
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    assert lake.run("shop").files == []
