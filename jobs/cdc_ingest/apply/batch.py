@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.append_only import apply_append_only
 from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
+from cdc_ingest.apply.existing_tables import ExistingGroup, applies_existing, existing_groups
 from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, applies_fresh, fresh_groups
 from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.apply.segmented import TableContext, apply_with_ddl
@@ -114,6 +115,7 @@ def apply_all_tables(
     ordered = sorted(by_table, key=lambda n: by_table[n][0].position)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
     fresh: list[FreshTable] = []
+    holding: list[FreshTable] = []  # tables with rows, classified in groups (existing_tables)
     for name in ordered:
         base = inventory.tables.get(name) or TargetInventory(name)
         if only and name not in only:
@@ -139,6 +141,11 @@ def apply_all_tables(
                 if together and name not in fan_out:
                     fresh.append(FreshTable(target, rows))  # applied below, with the others
                     continue
+                # A resumed batch takes each table's counts from its first attempt (apply_table).
+                shares = applies_existing(target, created, rows) and not ctx.resumed
+                if shares and name not in fan_out:
+                    holding.append(FreshTable(target, rows))
+                    continue
                 table_summary, bad = _apply_plain(ctx, target, created, rows, mine, name in fan_out)
                 if bad is not None:
                     dead.append(bad)
@@ -150,7 +157,11 @@ def apply_all_tables(
             for event in by_table.get(name, []):
                 event.status, event.detail = "failed", f"table {name} {_why(exc)}"
         _account(summary, table_summary)
-    dead += _apply_fresh(ctx, fresh, changes, summary, evolve, ctx.arrow)
+    groups = [(g, False) for g in existing_groups(holding)] + [
+        (g, True) for g in fresh_groups(fresh)
+    ]
+    for members, created in groups:
+        dead += _apply_group(ctx, members, created, changes, summary, evolve)
     return dead
 
 
@@ -161,61 +172,71 @@ def _account(summary: RunSummary, table_summary: TableSummary) -> None:
     summary.dead_lettered += table_summary.dead_lettered
 
 
-def _apply_fresh(
+def _apply_group(
     ctx: TableContext,
-    tables: list[FreshTable],
+    members: list[FreshTable],
+    created: bool,
     changes: DataFrame,
     summary: RunSummary,
     evolve: bool,
-    arrow: ArrowCatalog | None,
 ) -> list[DataFrame]:
-    """Tables this run created, typed, collapsed and counted in groups (``fresh_tables``); each
-    appended by a commit of its own (through pyiceberg where ``arrow`` can take it), its failure
-    its own; one tombstones commit per group."""
+    """Tables classified together (``created`` by this run, or holding rows), then each
+    written by a commit of its own (a created table's rows through pyiceberg where ``ctx.arrow``
+    can take them), its failure its own; one tombstones commit for the group."""
     spark = ctx.spark
+    # A group of one shares no plan; a created table's rows still go through pyiceberg, whose
+    # append costs a tenth of a Spark job's (what a small batch into a new table mostly pays).
+    arrow = ctx.arrow
+    if len(members) == 1 and not (created and arrow is not None and arrow.available):
+        return _apply_alone(ctx, members[0], created, changes, summary, evolve)
+    group = (
+        FreshGroup(spark, members, ctx.batch_id)
+        if created
+        else ExistingGroup(spark, members, ctx.batch_id, ctx.tombstone_index)
+    )
     dead: list[DataFrame] = []
-    for members in fresh_groups(tables):
-        if len(members) == 1:  # nothing to share
-            dead += _apply_alone(ctx, members[0], changes, summary, evolve)
-            continue
-        group = FreshGroup(spark, members, ctx.batch_id)
-        try:
-            group.classify(changes)
-        except AnalysisException:
-            # Not one table's fault as far as can be told: each table alone, as any other.
-            for table in members:
-                dead += _apply_alone(ctx, table, changes, summary, evolve)
-            continue
-        applied: set[str] = set()
+    try:
+        group.classify(changes)
+    except AnalysisException:
+        # Not one table's fault as far as can be told: each table alone, as any other.
         for table in members:
-            target = table.target
-            try:
-                group.append(table, arrow)
-                table_summary = group.summaries[target.name]
-                table_summary.design_changes += target.design_changes
-                if not evolve:
-                    summary.ignored_values += ignored_rows(
-                        spark, changes, target.name, target.identifier
-                    )
-                applied.add(target.name)
-            except (AnalysisException, TableDesignError) as exc:
-                table_summary, refused = _refuse_table(ctx, changes, target.name, table.rows, exc)
-                dead.append(refused)
-            _account(summary, table_summary)
-        for name in group.append_tombstones(members[0].target.tombstones, applied):
-            ctx.tombstone_index.add(name)
-        errors = group.errors(applied)
-        if errors is not None:
-            dead.append(errors)
+            dead += _apply_alone(ctx, table, created, changes, summary, evolve)
+        return dead
+    applied: set[str] = set()
+    for table in members:
+        target = table.target
+        try:
+            group.write(table, arrow)
+            table_summary = group.summaries[target.name]
+            table_summary.design_changes += target.design_changes
+            if not evolve:
+                summary.ignored_values += ignored_rows(
+                    spark, changes, target.name, target.identifier
+                )
+            applied.add(target.name)
+        except (AnalysisException, TableDesignError) as exc:
+            table_summary, refused = _refuse_table(ctx, changes, target.name, table.rows, exc)
+            dead.append(refused)
+        _account(summary, table_summary)
+    for name in group.write_tombstones(applied):
+        ctx.tombstone_index.add(name)
+    errors = group.errors(applied)
+    if errors is not None:
+        dead.append(errors)
     return dead
 
 
 def _apply_alone(
-    ctx: TableContext, table: FreshTable, changes: DataFrame, summary: RunSummary, evolve: bool
+    ctx: TableContext,
+    table: FreshTable,
+    created: bool,
+    changes: DataFrame,
+    summary: RunSummary,
+    evolve: bool,
 ) -> list[DataFrame]:
     target = table.target
     try:
-        table_summary, bad = _apply_plain(ctx, target, True, table.rows, changes, False)
+        table_summary, bad = _apply_plain(ctx, target, created, table.rows, changes, False)
         letters = [bad] if bad is not None else []
         if not evolve:
             summary.ignored_values += ignored_rows(

@@ -59,7 +59,8 @@ TARGET = "_cdc_target"
 
 @dataclass(frozen=True)
 class FreshTable:
-    """A table this run created, and how many of the batch's changes are aimed at it."""
+    """A table applied with others (created by this run; in ``existing_tables``, one holding
+    rows), and how many of the batch's changes are aimed at it."""
 
     target: TargetTable
     rows: int
@@ -156,7 +157,7 @@ class FreshGroup:
             errors.append(column_error(name, raw, typed, ctype))
         return typed_select(changes, values, errors, leading=[TARGET])
 
-    def append(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> None:
+    def write(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> None:
         """Append one table's inserts, its counts on the commit: through pyiceberg (``arrow``)
         where it can take the table, else by a Spark job."""
         assert self._classified is not None, "classify first"
@@ -210,11 +211,12 @@ class FreshGroup:
             offset += size
         return parts
 
-    def append_tombstones(self, tombstones: str, applied: set[str]) -> list[str]:
+    def write_tombstones(self, applied: set[str]) -> list[str]:
         """One ``_cdc_tombstones`` commit for the deletes of the ``applied`` tables; returns the
         tables that have tombstones now. Tables without inserts of their own note their counts on
         it (a table with inserts noted them on its own commit)."""
         assert self._classified is not None, "classify first"
+        tombstones = self.tables[0].target.tombstones
         deleting = [n for n in self.summaries if n in applied and self.summaries[n].deleted_absent]
         if not deleting:
             return []

@@ -216,6 +216,13 @@ def classify(
         joined = joined.join(deleted, F.col("_cdc_key") == F.col("_d_key"), "left")
     else:
         joined = joined.withColumn("_d_order", F.lit(None).cast("array<bigint>"))
+    return with_actions(joined, soft)
+
+
+def with_actions(joined: DataFrame, soft: bool = False) -> DataFrame:
+    """``_action`` and ``_had_tombstone`` of each newest change joined with what its table holds
+    for the key (``_t_order``, and ``_t_deleted`` when ``soft``) and its tombstone (``_d_order``),
+    each null where there is none."""
     order, kind = F.col(ORDER_COLUMN), F.col("_cdc_kind")
     exists = F.col("_t_order").isNotNull()
     newer = exists & (order > F.col("_t_order"))

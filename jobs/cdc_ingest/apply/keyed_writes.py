@@ -112,9 +112,14 @@ def _tombstone_changes(classified: DataFrame, table: Column) -> DataFrame:
     )
 
 
-def merge_tombstones(spark: SparkSession, classified: DataFrame, target: TargetTable) -> None:
+def merge_tombstones(
+    spark: SparkSession, classified: DataFrame, target: TargetTable, table: Column | None = None
+) -> None:
+    """Set, move or clear the tombstones of the classified keys (``table``: the column naming
+    each change's table when ``classified`` holds several; else ``target``'s name)."""
     view = f"_cdc_tombstones_{next(_views)}"
-    _tombstone_changes(classified, F.lit(target.name)).createOrReplaceTempView(view)
+    named = F.lit(target.name) if table is None else table
+    _tombstone_changes(classified, named).createOrReplaceTempView(view)
     spark.sql(
         f"MERGE INTO {target.tombstones} t USING {view} s "
         "ON t.target_table = s.target_table AND t.key = s.key "

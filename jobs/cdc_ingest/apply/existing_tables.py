@@ -1,0 +1,201 @@
+"""Tables that hold rows already, classified together: one typing, collapse, join and count for
+many tables, then a ``MERGE INTO`` each.
+
+The batch after a topic's first carries changes to the tables that batch created. Done one table at
+a time (``keyed.apply_table``), each pays a typed plan, a collapse shuffle, a join with the table
+and a counting job before its MERGE: about 0.2 of the 0.5 s a small table costs. Here the tables
+whose columns agree and whose key is the same (``existing_groups``) share those: their newest
+change per key is joined once with the union of their keys and orders (one SQL statement, so that
+three hundred tables cost one analysis, not a growing plan per table) and with their tombstones,
+then counted in one job. Each table is still merged by a commit of its own, carrying its counts,
+from the materialized classification; the group's tombstones are written in one commit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from cdc_ingest.apply.actions import INSERT
+from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
+from cdc_ingest.apply.fresh_tables import (
+    GROUP_ROWS,
+    TARGET,
+    FreshGroup,
+    FreshTable,
+    fresh_groups,
+)
+from cdc_ingest.apply.keyed import (
+    OUTCOMES,
+    ActionCounts,
+    action_counts,
+    newest_changes,
+    table_summary,
+    with_actions,
+)
+from cdc_ingest.apply.keyed_writes import append_tombstones, merge_target, merge_tombstones
+from cdc_ingest.stages import stage
+from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex, current_snapshot_id, quote
+from cdc_ingest.state.tables import sql_string as literal
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdc_ingest.schema.target import TargetTable
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.state.summary import TableSummary
+
+
+def applies_existing(target: TargetTable, created: bool, rows: int) -> bool:
+    """Whether a prepared table can be classified with others: one that held rows before the
+    batch, keyed, fewer than ``GROUP_ROWS`` changes, and nothing that needs a plan of its own
+    (as for ``fresh_tables.applies_fresh``)."""
+    return (
+        not created
+        and rows < GROUP_ROWS
+        and bool(target.keys)
+        and not target.source_dropped
+        and not target.refused_columns
+        and not target.unavailable_values
+        and not target.moves_keys
+        and not target.computed
+        and target.deletes == "apply"
+    )
+
+
+def existing_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
+    """The tables in groups of one key (the same columns) whose columns agree (``fresh_groups``)."""
+    by_key: dict[tuple[str, ...], list[FreshTable]] = {}
+    for table in tables:
+        by_key.setdefault(table.target.keys, []).append(table)
+    return [group for same in by_key.values() for group in fresh_groups(same)]
+
+
+class ExistingGroup(FreshGroup):
+    """Tables holding rows, classified together; each then merged on its own.
+
+    Args:
+        spark: the session.
+        tables: the group (see ``existing_groups``).
+        batch_id: the batch.
+        tombstone_index: the batch's index of the tables with tombstones.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        tables: list[FreshTable],
+        batch_id: int,
+        tombstone_index: TombstoneIndex,
+    ) -> None:
+        super().__init__(spark, tables, batch_id)
+        self.index = tombstone_index
+        self.keys = tables[0].target.keys
+        self._read_at: dict[str, int | None] = {}
+        self._counts: dict[str, ActionCounts] = {}
+        self._with_tombstones: list[str] = []
+
+    def classify(self, changes: DataFrame) -> None:
+        """Type, collapse, classify against the tables and their tombstones, and count: one plan,
+        one job."""
+        names = [t.target.name for t in self.tables]
+        typed = self._typed_changes(changes.where(F.col(TARGET).isin(*names)))
+        usable = typed.where(F.col("_type_error").isNull())
+        newest = newest_changes(usable, per=(TARGET, "_cdc_key"))
+        # The snapshot each table's classification reads: its MERGE compares orders again only
+        # if another writer moved it on since.
+        self._read_at = {
+            t.target.name: current_snapshot_id(self.spark, t.target.identifier) for t in self.tables
+        }
+        on_key = F.col(TARGET) == F.col("_t_target")
+        for key in self.keys:
+            on_key = on_key & (F.col(key) == F.col(f"_t_{key}"))
+        joined = newest.join(self._current_rows(), on_key, "left")
+        self._with_tombstones = [n for n in names if self.index.holds(n)]
+        if self._with_tombstones:
+            deleted = (
+                self.spark.table(self.tables[0].target.tombstones)
+                .where(F.col("target_table").isin(*self._with_tombstones))
+                .select(
+                    F.col("target_table").alias("_d_target"),
+                    F.col("key").alias("_d_key"),
+                    F.col(ORDER_COLUMN).alias("_d_order"),
+                )
+            )
+            on_tombstone = (F.col(TARGET) == F.col("_d_target")) & (
+                F.col("_cdc_key") == F.col("_d_key")
+            )
+            joined = joined.join(deleted, on_tombstone, "left")
+        else:
+            joined = joined.withColumn("_d_order", F.lit(None).cast("array<bigint>"))
+        # Materialized by the count and read by every table's MERGE, with the lineage cut: a
+        # recomputation after a MERGE would classify against the new state (see keyed).
+        self._classified = with_actions(joined).localCheckpoint(eager=False)
+        with stage("type, collapse, classify"):
+            counts = action_counts(self._classified, TARGET)
+        self._typed = typed
+        for table in self.tables:
+            name = table.target.name
+            self._counts[name] = counts.get((name,), {})
+            self.summaries[name] = table_summary(name, self._counts[name], table.rows)
+
+    def _current_rows(self) -> DataFrame:
+        """Each table's keys and orders, named by table: one statement for the whole group."""
+        keys = ", ".join(f"{quote(k)} AS {quote(f'_t_{k}')}" for k in self.keys)
+        selects = [
+            f"SELECT {literal(t.target.name)} AS _t_target, {keys}, "
+            f"{ORDER_COLUMN} AS _t_order FROM {t.target.identifier}"
+            for t in self.tables
+        ]
+        return self.spark.sql(" UNION ALL ".join(selects))
+
+    def write(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> None:
+        """MERGE one table's classified changes, its counts on the commit (no commit when none
+        changes a row)."""
+        assert self._classified is not None, "classify first"
+        target = table.target
+        summary = self.summaries[target.name]
+        if not (summary.inserted or summary.updated or summary.deleted):
+            return
+        note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
+        with commit_properties(self.spark, note), stage("merge into table"):
+            moved = current_snapshot_id(self.spark, target.identifier) != self._read_at[target.name]
+            mine = self._classified.where(F.col(TARGET) == target.name)
+            merge_target(self.spark, mine, target, guarded=moved)
+
+    def write_tombstones(self, applied: set[str]) -> list[str]:
+        """One ``_cdc_tombstones`` commit for the ``applied`` tables' deletes (and the inserts
+        that clear a tombstone); returns the tables that have tombstones now. Tables that merged
+        nothing note their counts on it."""
+        assert self._classified is not None, "classify first"
+        changing = [
+            n
+            for n in applied
+            if self.summaries[n].deleted
+            or self.summaries[n].deleted_absent
+            or self._counts[n].get((INSERT, True), (0, 0))[0]
+        ]
+        if not changing:
+            return []
+        changing.sort()
+        notes = [
+            (n, "0", self._outcome(s))
+            for n in changing
+            if not ((s := self.summaries[n]).inserted or s.updated or s.deleted)
+        ]
+        properties = notes_properties(self.batch_id, notes) if notes else {}
+        mine = self._classified.where(F.col(TARGET).isin(*changing))
+        first = self.tables[0].target
+        with commit_properties(self.spark, properties):
+            if any(n in self._with_tombstones for n in changing):
+                with stage("merge into tombstones"):
+                    merge_tombstones(self.spark, mine, first, F.col(TARGET))
+            else:
+                with stage("append first tombstones"):
+                    append_tombstones(mine, first.tombstones, self.batch_id, F.col(TARGET))
+        return changing
+
+    @staticmethod
+    def _outcome(summary: TableSummary) -> dict[str, object]:
+        return {f: getattr(summary, f) for f in OUTCOMES} | {"created": False}

@@ -1,0 +1,141 @@
+"""Tables that hold rows already are classified together (``apply/existing_tables.py``): one plan
+and one count for the batch's tables, yet each keeps its own outcomes, MERGE, dead letters and
+tombstones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lakehouses import JDBC_FILE, REST_S3
+
+TEXT = {"id": "INT", "v": "VARCHAR(10)"}
+COUNTED = {"id": "INT", "qty": "INT"}
+
+
+def _canal(table: str, kind: str, data: dict[str, Any], es: int) -> dict[str, Any]:
+    return {
+        "data": [data],
+        "database": "shop",
+        "es": es,
+        "isDdl": False,
+        "mysqlType": COUNTED if "qty" in data else TEXT,
+        "old": None,
+        "pkNames": ["id"],
+        "sql": "",
+        "table": table,
+        "type": kind,
+    }
+
+
+def _outcomes(summary: Any) -> dict[str, tuple[int, ...]]:
+    return {
+        name: (
+            t.messages,
+            t.inserted,
+            t.updated,
+            t.deleted,
+            t.deleted_absent,
+            t.superseded,
+            t.older,
+            t.dead_lettered,
+        )
+        for name, t in summary.tables.items()
+    }
+
+
+def _tombstones(lake: Any) -> list[tuple[str, int]]:
+    rows = lake.table("_cdc_tombstones").collect()
+    return sorted((r["target_table"], r["batch_id"]) for r in rows)
+
+
+@pytest.mark.parametrize("lake", [JDBC_FILE, REST_S3], indirect=True)
+def test_existing_tables_classified_together_keep_their_own_outcomes(lake, monkeypatch):
+    from pyspark.sql import DataFrame
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            _canal("orders", "INSERT", {"id": 2, "v": "b"}, 11),
+            _canal("orders", "DELETE", {"id": 9, "v": "z"}, 12),  # never there: a tombstone
+            _canal("items", "INSERT", {"id": 1, "v": "x"}, 13),
+            _canal("items", "INSERT", {"id": 2, "v": "y"}, 14),
+            _canal("stock", "INSERT", {"id": 1, "qty": 5}, 16),
+        ],
+    )
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            _canal("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
+            _canal("orders", "DELETE", {"id": 2, "v": "b"}, 21),
+            _canal("orders", "INSERT", {"id": 9, "v": "late"}, 5),  # older than its tombstone
+            _canal("orders", "INSERT", {"id": 3, "v": "c"}, 22),
+            _canal("items", "UPDATE", {"id": 1, "v": "x-old"}, 3),  # older than the row
+            _canal("items", "DELETE", {"id": 7, "v": "q"}, 23),
+            _canal("items", "UPDATE", {"id": 2, "v": "y2"}, 24),
+            _canal("items", "UPDATE", {"id": 2, "v": "y3"}, 25),
+            _canal("stock", "UPDATE", {"id": 1, "qty": "lots"}, 26),
+            _canal("stock", "UPDATE", {"id": 1, "qty": 6}, 27),
+        ],
+    )
+    checkpoints: list[int] = []
+    local_checkpoint = DataFrame.localCheckpoint
+
+    def counted(self: DataFrame, eager: bool = True) -> DataFrame:
+        checkpoints.append(1)
+        return local_checkpoint(self, eager)
+
+    monkeypatch.setattr(DataFrame, "localCheckpoint", counted)
+
+    second = lake.run("shop")
+
+    # The batch's own checkpoint, the group's classification and the dead letters': one table at
+    # a time would materialize a classification per table (five in all).
+    assert len(checkpoints) == 3
+    assert _outcomes(second) == {
+        # messages, inserted, updated, deleted, deleted absent, superseded, older, dead letters
+        "orders": (4, 1, 1, 1, 0, 0, 1, 0),
+        "items": (4, 0, 1, 0, 1, 1, 1, 0),
+        "stock": (1, 0, 1, 0, 0, 0, 0, 1),
+    }
+    assert lake.rows("orders") == [{"id": 1, "v": "a2"}, {"id": 3, "v": "c"}]
+    assert lake.rows("items") == [{"id": 1, "v": "x"}, {"id": 2, "v": "y3"}]
+    assert lake.rows("stock") == [{"id": 1, "qty": 6}]
+    [letter] = lake.dead_letters()
+    assert (letter["target_table"], letter["line"]) == ("stock", 9)
+    assert letter["reason"] == "column 'qty': value 'lots' is not a valid bigint"
+    assert _tombstones(lake) == [("items", 2), ("orders", 1), ("orders", 2)]
+    # Each table's MERGE is its own commit, with its own counts (what a resumed batch reads).
+    notes = lake.spark.sql(
+        f"SELECT summary['cdc.batch-id'] AS batch, summary['cdc.counts'] AS counts "
+        f"FROM {lake.catalog}.ods.items.snapshots ORDER BY committed_at"
+    ).collect()
+    assert [r["batch"] for r in notes] == ["1", "2"]
+    assert '"superseded": 1' in notes[-1]["counts"]
+
+    lake.land(
+        "shop",
+        "003.json",
+        [
+            _canal("orders", "INSERT", {"id": 9, "v": "back"}, 30),  # newer: clears the tombstone
+            _canal("items", "INSERT", {"id": 7, "v": "late"}, 2),  # older than its tombstone
+        ],
+    )
+    third = lake.run("shop")
+
+    assert _outcomes(third) == {
+        "orders": (1, 1, 0, 0, 0, 0, 0, 0),
+        "items": (1, 0, 0, 0, 0, 0, 1, 0),
+    }
+    assert lake.rows("orders") == [
+        {"id": 1, "v": "a2"},
+        {"id": 3, "v": "c"},
+        {"id": 9, "v": "back"},
+    ]
+    assert lake.rows("items") == [{"id": 1, "v": "x"}, {"id": 2, "v": "y3"}]
+    assert _tombstones(lake) == [("items", 2), ("orders", 2)]
