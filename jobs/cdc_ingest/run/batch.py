@@ -313,7 +313,10 @@ def apply(
         if mode.records_ddl:
             _ddl_recorder(run, batch, summary, events)()
         raise
-    # A mode changes the pipelines, never the catalog: the run's pyiceberg view serves.
+    # A mode changes the pipelines, never the catalog: the run's pyiceberg view serves. With
+    # lineage on, mirrors are created and written by Spark, whose OpenLineage listener reports
+    # each write (pyiceberg's writes are not Spark jobs, so it would see none).
+    arrow = None if run.config.lineage is not None else run.arrow
     dead = apply_all_tables(
         run.spark,
         config,
@@ -325,7 +328,7 @@ def apply(
         events,
         only=mode.restricted_to,
         appends=mode.appends,
-        arrow=run.arrow,
+        arrow=arrow,
     )
     maybe_die("after_tables")
     return events, dead
