@@ -157,9 +157,8 @@ def apply_all_tables(
             for event in by_table.get(name, []):
                 event.status, event.detail = "failed", f"table {name} {_why(exc)}"
         _account(summary, table_summary)
-    groups = [(g, False) for g in existing_groups(holding)] + [
-        (g, True) for g in fresh_groups(fresh)
-    ]
+    groups = [(g, False) for g in existing_groups(holding)]
+    groups += [(g, True) for g in fresh_groups(fresh)]
     for members, created in groups:
         dead += _apply_group(ctx, members, created, changes, summary, evolve)
     return dead
