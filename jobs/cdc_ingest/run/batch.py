@@ -37,7 +37,6 @@ from cdc_ingest.changes.inventory import (
 )
 from cdc_ingest.changes.resolve import mark_applied_offsets, resolve_changes
 from cdc_ingest.fault_injection import install_commit_fault, maybe_die
-from cdc_ingest.formats import load_decoder
 from cdc_ingest.landing.containers import read_container_records
 from cdc_ingest.landing.reader import read_lines, to_records
 from cdc_ingest.landing.zones import (
@@ -46,22 +45,18 @@ from cdc_ingest.landing.zones import (
     LandingError,
     changed_while_read,
     check_planned,
-    list_landed,
 )
 from cdc_ingest.record.batches import record_batch
 from cdc_ingest.record.ddl_history import record_ddl
 from cdc_ingest.record.dead_letters import decode_error_samples, write_dead_letters
-from cdc_ingest.run.context import RunContext
+from cdc_ingest.run.context import RunContext, open_run
 from cdc_ingest.run.modes import RunMode, choose_mode
 from cdc_ingest.run.options import RunOptions
 from cdc_ingest.schema.evolution import SchemaChangeRefused, check_policy, collect_ddl
-from cdc_ingest.spark_session import configure_catalog, release
+from cdc_ingest.spark_session import release
 from cdc_ingest.stages import StageTimings, current, recording, stage
 from cdc_ingest.state.arrow_catalog import arrow_catalog
-from cdc_ingest.state.checkpoints import CheckpointStore
-from cdc_ingest.state.lake import CheckpointState
 from cdc_ingest.state.summary import RunSummary, TableSummary
-from cdc_ingest.state.tables import CHECKPOINTS, ensure_system_tables, existing_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -69,7 +64,6 @@ if TYPE_CHECKING:
     from cdc_ingest.config import Config
     from cdc_ingest.landing.zones import LandedFile
     from cdc_ingest.schema.evolution import DdlEvent
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.checkpoints import BatchPlan
 
 
@@ -132,38 +126,6 @@ def run_pipeline(
             with stage("commit"):
                 commit(run, mode, plan, stats, summary, left_out)
     return summary
-
-
-def open_run(
-    spark: SparkSession,
-    config: Config,
-    pipeline_name: str,
-    options: RunOptions,
-    arrow: ArrowCatalog,
-) -> RunContext:
-    """The pipeline, its landing zone, its namespace's tables and its checkpoint state.
-
-    A run that writes makes sure the namespace's system tables exist; a dry run only looks.
-    """
-    pipeline = config.pipeline(pipeline_name)
-    decoder = load_decoder(
-        pipeline.format,
-        pipeline.options,
-        pipeline.bound_table,
-        lowercase_columns=pipeline.column_names == "lowercase",
-    )
-    listing = list_landed(pipeline.landing, file_format=pipeline.file_format)
-    catalog = config.catalog.name
-    configure_catalog(spark, config.catalog)
-    if options.dry_run:
-        existing = existing_tables(spark, catalog, pipeline.namespace)
-    else:
-        existing = ensure_system_tables(spark, catalog, pipeline.namespace)
-    store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name, arrow)
-    state = store.load() if CHECKPOINTS in existing else CheckpointState()
-    return RunContext(
-        spark, config, pipeline, decoder, options, listing, existing, store, state, arrow
-    )
 
 
 def new_summary(run: RunContext, mode: RunMode, plan: BatchPlan, started: datetime) -> RunSummary:

@@ -1,9 +1,17 @@
-"""What every stage of one run reads: the pipeline, the session, the lake's state, the mode."""
+"""What every stage of one run reads (the pipeline, the session, the lake's state), and
+:func:`open_run`, which finds it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from cdc_ingest.formats import load_decoder
+from cdc_ingest.landing.zones import list_landed
+from cdc_ingest.spark_session import configure_catalog
+from cdc_ingest.state.checkpoints import CheckpointStore
+from cdc_ingest.state.lake import CheckpointState
+from cdc_ingest.state.tables import CHECKPOINTS, ensure_system_tables, existing_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -13,8 +21,6 @@ if TYPE_CHECKING:
     from cdc_ingest.landing.zones import LandedFile
     from cdc_ingest.run.options import RunOptions
     from cdc_ingest.state.arrow_catalog import ArrowCatalog
-    from cdc_ingest.state.checkpoints import CheckpointStore
-    from cdc_ingest.state.lake import CheckpointState
 
 
 @dataclass
@@ -55,3 +61,35 @@ class RunContext:
     def namespace(self) -> str:
         """The pipeline's namespace."""
         return self.pipeline.namespace
+
+
+def open_run(
+    spark: SparkSession,
+    config: Config,
+    pipeline_name: str,
+    options: RunOptions,
+    arrow: ArrowCatalog,
+) -> RunContext:
+    """The pipeline, its landing zone, its namespace's tables and its checkpoint state.
+
+    A run that writes makes sure the namespace's system tables exist; a dry run only looks.
+    """
+    pipeline = config.pipeline(pipeline_name)
+    decoder = load_decoder(
+        pipeline.format,
+        pipeline.options,
+        pipeline.bound_table,
+        lowercase_columns=pipeline.column_names == "lowercase",
+    )
+    listing = list_landed(pipeline.landing, file_format=pipeline.file_format)
+    catalog = config.catalog.name
+    configure_catalog(spark, config.catalog)
+    if options.dry_run:
+        existing = existing_tables(spark, catalog, pipeline.namespace)
+    else:
+        existing = ensure_system_tables(spark, catalog, pipeline.namespace)
+    store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name, arrow)
+    state = store.load() if CHECKPOINTS in existing else CheckpointState()
+    return RunContext(
+        spark, config, pipeline, decoder, options, listing, existing, store, state, arrow
+    )
