@@ -31,8 +31,56 @@ def test_a_row_another_writer_changed_after_the_classification_is_not_overwritte
             canal_message("orders", "UPDATE", {"id": 2, "v": "y"}, 6),
         ],
     )
+    wrote = _another_writer_commits_after_classifying(lake, monkeypatch, keyed)
+    lake.run("shop")
+
+    assert wrote == [True]
+    # The batch's update of key 1 was classified against the older row, yet the newer row
+    # stays; key 2, which nobody else changed, takes the batch's update.
+    assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
+
+
+def test_a_row_another_writer_changed_is_kept_when_tables_are_classified_together(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdc_ingest.apply import existing_tables
+
+    # Two tables holding rows: the next batch classifies them in one job (existing_tables.py).
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1),
+            canal_message("orders", "INSERT", {"id": 2, "v": "x"}, 2),
+            canal_message("items", "INSERT", {"id": 1, "v": "i"}, 3),
+        ],
+    )
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            canal_message("orders", "UPDATE", {"id": 1, "v": "b"}, 5),
+            canal_message("orders", "UPDATE", {"id": 2, "v": "y"}, 6),
+            canal_message("items", "UPDATE", {"id": 1, "v": "j"}, 7),
+        ],
+    )
+    wrote = _another_writer_commits_after_classifying(lake, monkeypatch, existing_tables)
+    lake.run("shop")
+
+    assert wrote == [True]
+    assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
+    assert lake.rows("items") == [{"id": 1, "v": "j"}]
+
+
+def _another_writer_commits_after_classifying(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, module: Any
+) -> list[bool]:
+    """Make ``module``'s classification counts, once, be followed by another writer's commit of a
+    newer row of ``orders`` key 1; returns a list that holds True once it has."""
     identifier = f"{lake.catalog}.ods.orders"
-    counted = keyed.action_counts
+    counted = module.action_counts
     wrote: list[bool] = []
 
     def then_another_writer_commits(*args: Any, **kwargs: Any) -> Any:
@@ -46,10 +94,5 @@ def test_a_row_another_writer_changed_after_the_classification_is_not_overwritte
             wrote.append(True)
         return counts
 
-    monkeypatch.setattr(keyed, "action_counts", then_another_writer_commits)
-    lake.run("shop")
-
-    assert wrote == [True]
-    # The batch's update of key 1 was classified against the older row, yet the newer row
-    # stays; key 2, which nobody else changed, takes the batch's update.
-    assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
+    monkeypatch.setattr(module, "action_counts", then_another_writer_commits)
+    return wrote
