@@ -7,25 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from canal_messages import TEXT, canal_message
 from lakehouses import JDBC_FILE, REST_S3
 
-TEXT = {"id": "INT", "v": "VARCHAR(10)"}
 COUNTED = {"id": "INT", "qty": "INT"}
 
 
 def _canal(table: str, kind: str, data: dict[str, Any], es: int) -> dict[str, Any]:
-    return {
-        "data": [data],
-        "database": "shop",
-        "es": es,
-        "isDdl": False,
-        "mysqlType": COUNTED if "qty" in data else TEXT,
-        "old": None,
-        "pkNames": ["id"],
-        "sql": "",
-        "table": table,
-        "type": kind,
-    }
+    return canal_message(table, kind, data, es, COUNTED if "qty" in data else TEXT)
 
 
 def _outcomes(summary: Any) -> dict[str, tuple[int, ...]]:

@@ -19,13 +19,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.actions import INSERT
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
-from cdc_ingest.apply.fresh_tables import (
-    GROUP_ROWS,
-    TARGET,
-    FreshGroup,
-    FreshTable,
-    fresh_groups,
-)
+from cdc_ingest.apply.fresh_tables import TARGET, FreshGroup, FreshTable, fits_a_group, fresh_groups
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
     ActionCounts,
@@ -49,19 +43,8 @@ if TYPE_CHECKING:
 
 def applies_existing(target: TargetTable, created: bool, rows: int) -> bool:
     """Whether a prepared table can be classified with others: one that held rows before the
-    batch, keyed, fewer than ``GROUP_ROWS`` changes, and nothing that needs a plan of its own
-    (as for ``fresh_tables.applies_fresh``)."""
-    return (
-        not created
-        and rows < GROUP_ROWS
-        and bool(target.keys)
-        and not target.source_dropped
-        and not target.refused_columns
-        and not target.unavailable_values
-        and not target.moves_keys
-        and not target.computed
-        and target.deletes == "apply"
-    )
+    batch and fits a group (``fresh_tables.fits_a_group``)."""
+    return not created and fits_a_group(target, rows)
 
 
 def existing_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:

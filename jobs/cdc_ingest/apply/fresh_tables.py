@@ -66,14 +66,12 @@ class FreshTable:
     rows: int
 
 
-def applies_fresh(target: TargetTable, created: bool, has_tombstones: bool, rows: int) -> bool:
-    """Whether a prepared table can be applied with others: created by this run, keyed, fewer than
-    ``GROUP_ROWS`` changes, and nothing that needs a table of its own (moved keys, unsent values,
-    refused or computed columns, deletes other than applied, tombstones of an earlier table of
-    that name)."""
+def fits_a_group(target: TargetTable, rows: int) -> bool:
+    """Whether a prepared table can share a group's plan: keyed, fewer than ``GROUP_ROWS``
+    changes, and nothing that needs a plan of its own (moved keys, unsent values, refused or
+    computed columns, deletes other than applied, a dropped source)."""
     return (
-        created
-        and rows < GROUP_ROWS
+        rows < GROUP_ROWS
         and bool(target.keys)
         and not target.source_dropped
         and not target.refused_columns
@@ -81,8 +79,13 @@ def applies_fresh(target: TargetTable, created: bool, has_tombstones: bool, rows
         and not target.moves_keys
         and not target.computed
         and target.deletes == "apply"
-        and not has_tombstones
     )
+
+
+def applies_fresh(target: TargetTable, created: bool, has_tombstones: bool, rows: int) -> bool:
+    """Whether a prepared table can be applied with others created by this run: one that fits a
+    group (``fits_a_group``) and has no tombstones of an earlier table of that name."""
+    return created and not has_tombstones and fits_a_group(target, rows)
 
 
 def fresh_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:

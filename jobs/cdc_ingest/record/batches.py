@@ -103,7 +103,7 @@ def record_batch(
             return False
     row = batch_row(summary, run_id)
     properties = {"cdc.pipeline": summary.pipeline, "cdc.batch-id": str(summary.batch_id)}
-    if arrow is not None and arrow.append_rows(table, [row], properties):
+    if arrow is not None and arrow.append(table, [row], properties):
         return True
     names = [c.strip().split(" ")[0] for c in SYSTEM_TABLES[BATCHES].split(",")]
     # The schema string has commas only between columns (no struct or map types).

@@ -130,32 +130,17 @@ class ArrowCatalog:
         self._created[(namespace, name)] = created
         return True
 
-    def append(self, identifier: str, rows: pa.Table, properties: dict[str, str]) -> bool:
-        """Append ``rows`` (column names as the table's) to the table in one commit carrying
-        ``properties``; False, writing nothing, when the table is one this module leaves to Spark
-        (partitioned, sorted, another format version) or pyiceberg cannot open the catalog.
-
-        Raises:
-            WarehouseWriteError: the catalog or the warehouse failed.
-        """
-        _, namespace, name = _parts(identifier)
-        with warehouse_failures(f"pyiceberg append to {namespace}.{name}"):
-            catalog = self._opened()
-            if catalog is None:
-                return False
-            table = self._created.pop((namespace, name), None)
-            if table is None:
-                table = catalog.load_table((namespace, name))
-            if not _writes_as_spark(table):
-                return False
-            table.append(_as_table_rows(rows, table.schema()), snapshot_properties=properties)
-        return True
-
-    def append_rows(
-        self, identifier: str, rows: list[dict[str, Any]], properties: dict[str, str]
+    def append(
+        self,
+        identifier: str,
+        rows: pa.Table | list[dict[str, Any]],
+        properties: dict[str, str],
     ) -> bool:
-        """Append ``rows`` (dicts by column name; a column a row lacks is null; naive datetimes
-        are UTC) as :meth:`append` does: the bookkeeping rows of a batch, a few per commit.
+        """Append ``rows`` to the table in one commit carrying ``properties``: Arrow with the
+        table's column names, or dicts by column name (a batch's few bookkeeping rows; a column a
+        row lacks is null, naive datetimes are UTC). False, writing nothing, when the table is one
+        this module leaves to Spark (partitioned, sorted, another format version) or pyiceberg
+        cannot open the catalog.
 
         Raises:
             WarehouseWriteError: the catalog or the warehouse failed.
@@ -167,10 +152,15 @@ class ArrowCatalog:
             catalog = self._opened()
             if catalog is None:
                 return False
-            table = catalog.load_table((namespace, name))
+            table = self._created.pop((namespace, name), None)
+            if table is None:
+                table = catalog.load_table((namespace, name))
             if not _writes_as_spark(table):
                 return False
-            arrow = pa.Table.from_pylist(rows, schema=table.schema().as_arrow())
+            if isinstance(rows, list):
+                arrow = pa.Table.from_pylist(rows, schema=table.schema().as_arrow())
+            else:
+                arrow = _as_table_rows(rows, table.schema())
             # pyiceberg retries a commit that lost a race with another writer (a pipeline
             # sharing the namespace's system tables), as Iceberg's Java append does.
             table.append(arrow, snapshot_properties=properties)

@@ -249,7 +249,7 @@ class CheckpointStore:
 
     def _append(self, rows: list[dict[str, Any]], batch_id: int) -> None:
         properties = {"cdc.pipeline": self.pipeline, "cdc.batch-id": str(batch_id)}
-        if self.arrow is not None and self.arrow.append_rows(self.table, rows, properties):
+        if self.arrow is not None and self.arrow.append(self.table, rows, properties):
             return
         schema = SYSTEM_TABLES[CHECKPOINTS]
         names = [c.strip().split(" ")[0] for c in schema.split(",")]
