@@ -45,7 +45,70 @@ def test_a_row_another_writer_changed_is_kept_when_tables_are_classified_togethe
 ) -> None:
     from cdc_ingest.apply import existing_tables
 
-    # Two tables holding rows: the next batch classifies them in one job (existing_tables.py).
+    _two_tables_and_their_updates(lake)
+    wrote = _another_writer_commits_after_classifying(lake, monkeypatch, existing_tables)
+    lake.run("shop")
+
+    assert wrote == [True]
+    assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
+    assert lake.rows("items") == [{"id": 1, "v": "j"}]
+
+
+def test_a_commit_while_a_small_table_is_rewritten_sends_it_to_the_guarded_merge(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdc_ingest.state import arrow_catalog
+
+    _two_tables_and_their_updates(lake)
+    # The other writer commits after the rewrite read the table, before its commit: pyiceberg's
+    # validation refuses the overwrite (else the other row would stay beside the batch's).
+    overwrite = arrow_catalog._overwrite
+    wrote: list[bool] = []
+
+    def another_writer_first(table: Any, *args: Any) -> None:
+        if table.name()[-1] == "orders" and not wrote:
+            _another_writer_updates_order_1(lake)
+            wrote.append(True)
+        overwrite(table, *args)
+
+    monkeypatch.setattr(arrow_catalog, "_overwrite", another_writer_first)
+    lake.run("shop")
+
+    assert wrote == [True]
+    assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
+    assert lake.rows("items") == [{"id": 1, "v": "j"}]
+
+
+def _another_writer_commits_after_classifying(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, module: Any
+) -> list[bool]:
+    """Make ``module``'s classification counts, once, be followed by another writer's commit of a
+    newer row of ``orders`` key 1; returns a list that holds True once it has."""
+    counted = module.action_counts
+    wrote: list[bool] = []
+
+    def then_another_writer_commits(*args: Any, **kwargs: Any) -> Any:
+        counts = counted(*args, **kwargs)
+        if not wrote:
+            _another_writer_updates_order_1(lake)
+            wrote.append(True)
+        return counts
+
+    monkeypatch.setattr(module, "action_counts", then_another_writer_commits)
+    return wrote
+
+
+def _another_writer_updates_order_1(lake: Lake) -> None:
+    # Newer than any change of the batch: its order's first element is the largest.
+    lake.spark.sql(
+        f"UPDATE {lake.catalog}.ods.orders SET v = 'other', "
+        "_cdc_order = array(9223372036854775807L) WHERE id = 1"
+    )
+
+
+def _two_tables_and_their_updates(lake: Lake) -> None:
+    """Two tables holding rows, and a landed batch updating both: the batch classifies them in one
+    job (existing_tables.py) and rewrites them through pyiceberg (state/arrow_catalog.py)."""
     lake.add_pipeline("shop", "canal-json")
     lake.land(
         "shop",
@@ -66,33 +129,3 @@ def test_a_row_another_writer_changed_is_kept_when_tables_are_classified_togethe
             canal_message("items", "UPDATE", {"id": 1, "v": "j"}, 7),
         ],
     )
-    wrote = _another_writer_commits_after_classifying(lake, monkeypatch, existing_tables)
-    lake.run("shop")
-
-    assert wrote == [True]
-    assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
-    assert lake.rows("items") == [{"id": 1, "v": "j"}]
-
-
-def _another_writer_commits_after_classifying(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch, module: Any
-) -> list[bool]:
-    """Make ``module``'s classification counts, once, be followed by another writer's commit of a
-    newer row of ``orders`` key 1; returns a list that holds True once it has."""
-    identifier = f"{lake.catalog}.ods.orders"
-    counted = module.action_counts
-    wrote: list[bool] = []
-
-    def then_another_writer_commits(*args: Any, **kwargs: Any) -> Any:
-        counts = counted(*args, **kwargs)
-        if not wrote:
-            # Newer than any change of the batch: its order's first element is the largest.
-            lake.spark.sql(
-                f"UPDATE {identifier} SET v = 'other', "
-                "_cdc_order = array(9223372036854775807L) WHERE id = 1"
-            )
-            wrote.append(True)
-        return counts
-
-    monkeypatch.setattr(module, "action_counts", then_another_writer_commits)
-    return wrote

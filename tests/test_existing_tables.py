@@ -128,3 +128,79 @@ def test_existing_tables_classified_together_keep_their_own_outcomes(lake, monke
     ]
     assert lake.rows("items") == [{"id": 1, "v": "x"}, {"id": 2, "v": "y3"}]
     assert _tombstones(lake) == [("items", 2), ("orders", 2)]
+
+
+def _snapshots(lake: Any, name: str) -> list[tuple[str, str, str, str]]:
+    """Each snapshot's operation, batch, data files and delete files, oldest first."""
+    rows = lake.spark.sql(
+        f"SELECT operation, summary FROM {lake.catalog}.ods.{name}.snapshots ORDER BY committed_at"
+    ).collect()
+    return [
+        (
+            r["operation"],
+            r["summary"].get("cdc.batch-id"),
+            r["summary"].get("total-data-files"),
+            r["summary"].get("total-delete-files"),
+        )
+        for r in rows
+    ]
+
+
+def _two_small_tables(lake: Any) -> None:
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            _canal("orders", "INSERT", {"id": 2, "v": "b"}, 11),
+            _canal("orders", "INSERT", {"id": 3, "v": "c"}, 12),
+            _canal("items", "INSERT", {"id": 1, "v": "x"}, 13),
+        ],
+    )
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            _canal("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
+            _canal("orders", "DELETE", {"id": 2, "v": "b"}, 21),
+            _canal("orders", "INSERT", {"id": 4, "v": "d"}, 22),
+            _canal("items", "UPDATE", {"id": 1, "v": "x2"}, 23),
+        ],
+    )
+
+
+@pytest.mark.parametrize("lake", [JDBC_FILE, REST_S3], indirect=True)
+def test_small_tables_are_rewritten_in_one_commit_without_delete_files(lake):
+    _two_small_tables(lake)
+
+    summary = lake.run("shop")
+
+    assert _outcomes(summary) == {
+        "orders": (3, 1, 1, 1, 0, 0, 0, 0),
+        "items": (1, 0, 1, 0, 0, 0, 0, 0),
+    }
+    assert lake.rows("orders") == [{"id": 1, "v": "a2"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
+    assert lake.rows("items") == [{"id": 1, "v": "x2"}]
+    # One snapshot per batch; the second replaces the table's one file by one file, and leaves
+    # no delete file for readers to apply (a MERGE here writes a position-delete file).
+    assert _snapshots(lake, "orders") == [("append", "1", "1", "0"), ("overwrite", "2", "1", "0")]
+    assert _snapshots(lake, "items") == [("append", "1", "1", "0"), ("overwrite", "2", "1", "0")]
+    order = lake.table("orders").where("id = 1").select("_cdc_op", "_cdc_batch_id").first()
+    assert (order["_cdc_op"], order["_cdc_batch_id"]) == ("UPDATE", 2)
+
+
+def test_a_table_larger_than_a_rewrite_is_merged(lake, monkeypatch):
+    from cdc_ingest.apply import existing_tables
+
+    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 2)
+    _two_small_tables(lake)
+
+    lake.run("shop")
+
+    assert lake.rows("orders") == [{"id": 1, "v": "a2"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
+    assert lake.rows("items") == [{"id": 1, "v": "x2"}]
+    # orders held 3 rows: merged (merge-on-read: a position-delete file); items held 1: rewritten.
+    assert _snapshots(lake, "orders")[-1] == ("overwrite", "2", "2", "1")
+    assert _snapshots(lake, "items")[-1] == ("overwrite", "2", "1", "0")

@@ -122,7 +122,7 @@ class FreshGroup:
         self.summaries: dict[str, TableSummary] = {}
         self._typed: DataFrame | None = None
         self._classified: DataFrame | None = None
-        self._inserts: dict[str, pa.Table] = {}
+        self._collected: dict[str, pa.Table] = {}  # collected, not yet written
 
     def classify(self, changes: DataFrame) -> None:
         """Type, collapse and count every table's changes: one plan, one shuffle, one job."""
@@ -171,21 +171,28 @@ class FreshGroup:
         note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
         if arrow is not None:
             with stage("append to created table"):
-                if arrow.append(target.identifier, self._arrow_inserts(target.name), note):
+                if arrow.append(target.identifier, self._arrow_rows(target.name), note):
                     return
         with commit_properties(self.spark, note), stage("append to created table"):
             # Fewer than GROUP_ROWS rows: one task writes them as one file (not one per part).
             mine = self._classified.where(F.col(TARGET) == target.name).coalesce(1)
             append_target(mine, target, self.batch_id)
 
-    def _arrow_inserts(self, name: str) -> pa.Table:
-        """The table's inserts as Arrow, collected with those of the tables after it (in the
-        group's order, up to ``CHUNK_ROWS`` rows) in one job."""
-        if name not in self._inserts:
-            self._inserts = self._collect_inserts(name)
-        return self._inserts.pop(name)
+    # The actions whose rows a table's write takes (``_arrow_rows``).
+    WRITTEN: tuple[str, ...] = (INSERT,)
 
-    def _collect_inserts(self, first: str) -> dict[str, pa.Table]:
+    def _written(self, name: str) -> int:
+        return self.summaries[name].inserted
+
+    def _arrow_rows(self, name: str) -> pa.Table:
+        """The table's rows of the ``WRITTEN`` actions as Arrow (with ``_action``), collected
+        with those of the tables after it (in the group's order, up to ``CHUNK_ROWS`` rows) in
+        one job."""
+        if name not in self._collected:
+            self._collected = self._collect_written(name)
+        return self._collected.pop(name)
+
+    def _collect_written(self, first: str) -> dict[str, pa.Table]:
         import pyarrow.compute as pc
 
         assert self._classified is not None, "classify first"
@@ -193,18 +200,19 @@ class FreshGroup:
         chunk: list[FreshTable] = []
         rows = 0
         for table in self.tables[names.index(first) :]:
-            inserted = self.summaries[table.target.name].inserted
-            if chunk and rows + inserted > CHUNK_ROWS:
+            written = self._written(table.target.name)
+            if chunk and rows + written > CHUNK_ROWS:
                 break
-            if inserted:
+            if written:
                 chunk.append(table)
-                rows += inserted
+                rows += written
         columns = list(dict.fromkeys(c for t in chunk for c in t.target.written_columns))
-        # applies_fresh admits only deletes == "apply": no soft-delete flag to add.
+        # Groups admit only deletes == "apply": no soft-delete flag to add.
         inserts = self._classified.where(
-            F.col(TARGET).isin(*[t.target.name for t in chunk]) & (F.col("_action") == INSERT)
-        ).select(*columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id", TARGET)
-        with stage("collect inserts of created tables"):
+            F.col(TARGET).isin(*[t.target.name for t in chunk])
+            & F.col("_action").isin(*self.WRITTEN)
+        ).select(*columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id", "_action", TARGET)
+        with stage("collect rows of grouped tables"):
             collected = _collect_arrow(inserts).sort_by(TARGET)
         parts: dict[str, pa.Table] = {}
         offset = 0

@@ -158,8 +158,12 @@ def prepare_target(
     existing: dict[str, str] = {}
     stored: dict[str, str] = {}  # every column of an existing table, the job's included
     created = inventory.name not in existing_tables
+    properties: dict[str, str] = {}
     if not created:
-        stored = table_columns(spark, identifier)
+        facts = arrow.table_facts(identifier) if arrow is not None else None
+        if facts is None:
+            facts = table_columns(spark, identifier), table_properties(spark, identifier)
+        stored, properties = facts
         existing = {
             n: t
             for n, t in stored.items()
@@ -229,9 +233,7 @@ def prepare_target(
                 batch_id,
                 options,
             )
-    properties: dict[str, str] = {}
     if not created:
-        properties = table_properties(spark, identifier)
         keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k) or keys
     design_changes: list[str] = []
     if not created:

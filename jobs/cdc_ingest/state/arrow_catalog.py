@@ -166,6 +166,89 @@ class ArrowCatalog:
             table.append(arrow, snapshot_properties=properties)
         return True
 
+    def table_facts(self, identifier: str) -> tuple[dict[str, str], dict[str, str]] | None:
+        """An existing table's columns (name -> Spark SQL type, as Spark's schema spells them)
+        and properties (as ``SHOW TBLPROPERTIES`` lists those a table's design is compared with:
+        its own and ``format-version``), from one pyiceberg load instead of two Spark calls
+        (a plan and a job each). None, for Spark to read them, where a column's type has no
+        Spark name here (nested, fixed, uuid, time) or the table is not there.
+
+        Raises:
+            WarehouseWriteError: the catalog or the warehouse failed.
+        """
+        from pyiceberg.exceptions import NoSuchTableError
+
+        _, namespace, name = _parts(identifier)
+        with warehouse_failures(f"pyiceberg load of {namespace}.{name}"):
+            catalog = self._opened()
+            if catalog is None:
+                return None
+            try:
+                table = catalog.load_table((namespace, name))
+            except NoSuchTableError:
+                return None
+        columns: dict[str, str] = {}
+        for field in table.schema().fields:
+            spark_type = _spark_type(field.field_type)
+            if spark_type is None:
+                return None
+            columns[field.name] = spark_type
+        properties = dict(table.properties)
+        properties["format-version"] = str(table.format_version)
+        properties.pop("owner", None)  # reserved by Spark, which leaves it out of the listing
+        return columns, properties
+
+    def replace_rows(
+        self,
+        identifier: str,
+        read_at: int | None,
+        keys: tuple[str, ...],
+        removed: pa.Table,
+        added: pa.Table,
+        properties: dict[str, str],
+        max_rows: int,
+    ) -> bool:
+        """Copy-on-write of a small table: its rows as of snapshot ``read_at`` without those whose
+        ``keys`` are in ``removed``, plus ``added``, replace all of its data files in one
+        overwrite commit carrying ``properties``. False, writing nothing, when the table is left
+        to Spark: not written as Spark would write it, moved on since ``read_at``, holding delete
+        files or more than ``max_rows`` rows; or another writer committed a change to its data
+        meanwhile (pyiceberg's validation of the overwrite: the caller then merges through
+        Spark, comparing orders again).
+
+        Raises:
+            WarehouseWriteError: the catalog or the warehouse failed.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+        _, namespace, name = _parts(identifier)
+        with warehouse_failures(f"pyiceberg rewrite of {namespace}.{name}"):
+            catalog = self._opened()
+            if catalog is None:
+                return False
+            table = catalog.load_table((namespace, name))
+            snapshot = table.current_snapshot()
+            if snapshot is None or snapshot.snapshot_id != read_at or not _writes_as_spark(table):
+                return False
+            totals = snapshot.summary or {}
+            if totals.get("total-delete-files") != "0":
+                return False  # a row-level delete pyiceberg would leave dangling
+            if int(totals.get("total-records") or max_rows + 1) > max_rows:
+                return False
+            tasks = list(table.scan(snapshot_id=read_at).plan_files())
+            rows = _read(table, tasks)
+            kept = rows.filter(pc.invert(_key_in(rows, removed, keys)))
+            schema = table.schema()
+            after = pa.concat_tables([_as_table_rows(kept, schema), _as_table_rows(added, schema)])
+            try:
+                _overwrite(table, tasks, after, properties)
+            except (CommitFailedException, ValidationException) as exc:
+                log.info("%s.%s changed meanwhile (%s): merged by Spark", namespace, name, exc)
+                return False
+        return True
+
 
 def _parts(identifier: str) -> list[str]:
     from cdc_ingest.state.tables import unquoted
@@ -186,6 +269,22 @@ def _iceberg_type(spark_type: str, next_id: list[int]) -> Any:
         element_id = next_id[0]
         next_id[0] += 1
         return types.ListType(element_id, _iceberg_type(array[1], next_id), element_required=False)
+    return None
+
+
+def _spark_type(iceberg_type: Any) -> str | None:
+    """The Spark SQL name (``simpleString``) of a primitive, decimal or list-of-primitive type."""
+    import pyiceberg.types as types
+
+    if isinstance(iceberg_type, types.DecimalType):
+        return f"decimal({iceberg_type.precision},{iceberg_type.scale})"
+    if isinstance(iceberg_type, types.ListType):
+        element = _spark_type(iceberg_type.element_type)
+        is_primitive = element is not None and not element.startswith("array<")
+        return f"array<{element}>" if is_primitive else None
+    for spark_type, name in _PRIMITIVES.items():
+        if type(iceberg_type) is getattr(types, name):
+            return spark_type
     return None
 
 
@@ -225,6 +324,49 @@ def _as_table_rows(rows: pa.Table, schema: Any) -> pa.Table:
         for f in wanted
     ]
     return pa.Table.from_arrays(columns, names=wanted.names).cast(wanted)
+
+
+def _read(table: Any, tasks: list[Any]) -> pa.Table:
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
+    return scan.to_table(tasks)
+
+
+def _key_in(rows: pa.Table, removed: pa.Table, keys: tuple[str, ...]) -> pa.ChunkedArray:
+    """Whether each row's key is one of ``removed``'s (same column types as ``rows``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    wanted = removed.select(list(keys)).cast(rows.select(list(keys)).schema)
+    if len(keys) == 1:
+        return pc.is_in(rows.column(keys[0]), value_set=wanted.column(keys[0]).combine_chunks())
+    # A join on the key columns alone: Arrow joins carry no list columns (``_cdc_order``).
+    numbered = rows.select(list(keys)).append_column("_row", pa.array(range(rows.num_rows)))
+    hits = numbered.join(wanted, list(keys), join_type="left semi").column("_row")
+    return pc.is_in(numbered.column("_row"), value_set=hits.combine_chunks())
+
+
+def _overwrite(table: Any, tasks: list[Any], rows: pa.Table, properties: dict[str, str]) -> None:
+    """One OVERWRITE snapshot: ``tasks``' data files out, ``rows`` in (``Transaction.overwrite``
+    would commit a DELETE and then an APPEND snapshot, each with the properties)."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    transaction = table.transaction()
+    with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+        # The predicate makes the commit's validation treat any data another writer added or
+        # removed meanwhile as a conflict (serializable, as Spark's MERGE).
+        overwrite.delete_by_predicate(AlwaysTrue())
+        for task in tasks:
+            overwrite.delete_data_file(task.file)
+        if rows.num_rows:
+            for data_file in _dataframe_to_data_files(
+                transaction.table_metadata, rows, table.io, overwrite.commit_uuid
+            ):
+                overwrite.append_data_file(data_file)
+    transaction.commit_transaction()
 
 
 @contextmanager
