@@ -204,3 +204,36 @@ def test_a_table_larger_than_a_rewrite_is_merged(lake, monkeypatch):
     # orders held 3 rows: merged (merge-on-read: a position-delete file); items held 1: rewritten.
     assert _snapshots(lake, "orders")[-1] == ("overwrite", "2", "2", "1")
     assert _snapshots(lake, "items")[-1] == ("overwrite", "2", "1", "0")
+
+
+def test_a_column_the_changes_do_not_write_keeps_its_values(lake):
+    # Created with soft deletes, then applied: the tables keep their _cdc_deleted column, which
+    # the changes no longer write. A whole-table rewrite would null it; the MERGE keeps it.
+    lake.add_pipeline("shop", "canal-json", deletes="soft")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            _canal("items", "INSERT", {"id": 1, "v": "x"}, 11),
+        ],
+    )
+    lake.run("shop")
+    lake.add_pipeline("shop", "canal-json", deletes="apply")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            _canal("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
+            _canal("items", "UPDATE", {"id": 1, "v": "x2"}, 21),
+        ],
+    )
+
+    lake.run("shop")
+
+    assert lake.rows("orders", "id", "v", "_cdc_deleted") == [
+        {"id": 1, "v": "a2", "_cdc_deleted": False}
+    ]
+    assert lake.rows("items", "id", "v", "_cdc_deleted") == [
+        {"id": 1, "v": "x2", "_cdc_deleted": False}
+    ]

@@ -212,9 +212,9 @@ class ArrowCatalog:
         ``keys`` are in ``removed``, plus ``added``, replace all of its data files in one
         overwrite commit carrying ``properties``. False, writing nothing, when the table is left
         to Spark: not written as Spark would write it, moved on since ``read_at``, holding delete
-        files or more than ``max_rows`` rows; or another writer committed a change to its data
-        meanwhile (pyiceberg's validation of the overwrite: the caller then merges through
-        Spark, comparing orders again).
+        files, more than ``max_rows`` rows or a column ``added`` lacks; or another writer
+        committed a change to its data meanwhile (pyiceberg's validation of the overwrite: the
+        caller then merges through Spark, comparing orders again).
 
         Raises:
             WarehouseWriteError: the catalog or the warehouse failed.
@@ -237,10 +237,12 @@ class ArrowCatalog:
                 return False  # a row-level delete pyiceberg would leave dangling
             if int(totals.get("total-records") or max_rows + 1) > max_rows:
                 return False
+            schema = table.schema()
+            if any(f.name not in added.column_names for f in schema.fields):
+                return False  # a column the changes do not write keeps its values in a MERGE
             tasks = list(table.scan(snapshot_id=read_at).plan_files())
             rows = _read(table, tasks)
             kept = rows.filter(pc.invert(_key_in(rows, removed, keys)))
-            schema = table.schema()
             after = pa.concat_tables([_as_table_rows(kept, schema), _as_table_rows(added, schema)])
             try:
                 _overwrite(table, tasks, after, properties)
