@@ -57,12 +57,12 @@ def test_a_row_another_writer_changed_is_kept_when_tables_are_classified_togethe
 def test_a_commit_while_a_small_table_is_rewritten_sends_it_to_the_guarded_merge(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdc_ingest.state import arrow_catalog
+    from cdc_ingest.state import copy_on_write
 
     _two_tables_and_their_updates(lake)
     # The other writer commits after the rewrite read the table, before its commit: pyiceberg's
     # validation refuses the overwrite (else the other row would stay beside the batch's).
-    overwrite = arrow_catalog._overwrite
+    overwrite = copy_on_write.overwrite
     wrote: list[bool] = []
 
     def another_writer_first(table: Any, *args: Any) -> None:
@@ -71,7 +71,7 @@ def test_a_commit_while_a_small_table_is_rewritten_sends_it_to_the_guarded_merge
             wrote.append(True)
         overwrite(table, *args)
 
-    monkeypatch.setattr(arrow_catalog, "_overwrite", another_writer_first)
+    monkeypatch.setattr(copy_on_write, "overwrite", another_writer_first)
     lake.run("shop")
 
     assert wrote == [True]
@@ -108,7 +108,7 @@ def _another_writer_updates_order_1(lake: Lake) -> None:
 
 def _two_tables_and_their_updates(lake: Lake) -> None:
     """Two tables holding rows, and a landed batch updating both: the batch classifies them in one
-    job (existing_tables.py) and rewrites them through pyiceberg (state/arrow_catalog.py)."""
+    job (existing_tables.py) and rewrites them through pyiceberg (state/copy_on_write.py)."""
     lake.add_pipeline("shop", "canal-json")
     lake.land(
         "shop",

@@ -1,5 +1,5 @@
 """Tables that hold rows already, classified together: one typing, collapse, join and count for
-many tables, then a ``MERGE INTO`` each.
+many tables, then a rewrite or a ``MERGE INTO`` each.
 
 The batch after a topic's first carries changes to the tables that batch created. Done one table at
 a time (``keyed.apply_table``), each pays a typed plan, a collapse shuffle, a join with the table
@@ -7,8 +7,10 @@ and a counting job before its MERGE: about 0.2 of the 0.5 s a small table costs.
 whose columns agree and whose key is the same (``existing_groups``) share those: their newest
 change per key is joined once with the union of their keys and orders (one SQL statement, so that
 three hundred tables cost one analysis, not a growing plan per table) and with their tombstones,
-then counted in one job. Each table is still merged by a commit of its own, carrying its counts,
-from the materialized classification; the group's tombstones are written in one commit.
+then counted in one job. Each table is still written by a commit of its own, carrying its counts,
+from the materialized classification: a small one (at most ``REWRITTEN_ROWS`` rows, no delete
+files) rewritten whole through pyiceberg from the group's changes collected as Arrow in one job
+(``state/copy_on_write``), any other merged. The group's tombstones are written in one commit.
 """
 
 from __future__ import annotations

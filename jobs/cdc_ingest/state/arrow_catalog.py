@@ -8,6 +8,10 @@ table in about 5 ms and appends rows already collected as Arrow (``apply/fresh_t
 20 (measured on 25 November 2026, 2 cores, a SQLite catalog), with the same snapshot properties
 as a Spark commit (``apply/commit_notes``).
 
+The batch after that changes rows of those small tables: each is rewritten whole
+(``replace_rows``, ``copy_on_write``) instead of merged, and the columns and properties its
+preparation compares are read from one pyiceberg load (``table_facts``) instead of two Spark calls.
+
 Only what pyiceberg makes exactly as Spark would is done this way: a keyed, unpartitioned,
 unsorted table of format version 2 whose columns are all of the types in ``_PRIMITIVES``, in a
 JDBC or REST catalog. Anything else, or a catalog pyiceberg cannot open here (its extra not
@@ -21,6 +25,8 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+
+from cdc_ingest.state import copy_on_write
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -241,11 +247,11 @@ class ArrowCatalog:
             if any(f.name not in added.column_names for f in schema.fields):
                 return False  # a column the changes do not write keeps its values in a MERGE
             tasks = list(table.scan(snapshot_id=read_at).plan_files())
-            rows = _read(table, tasks)
-            kept = rows.filter(pc.invert(_key_in(rows, removed, keys)))
+            rows = copy_on_write.rows_of(table, tasks)
+            kept = rows.filter(pc.invert(copy_on_write.key_in(rows, removed, keys)))
             after = pa.concat_tables([_as_table_rows(kept, schema), _as_table_rows(added, schema)])
             try:
-                _overwrite(table, tasks, after, properties)
+                copy_on_write.overwrite(table, tasks, after, properties)
             except (CommitFailedException, ValidationException) as exc:
                 log.info("%s.%s changed meanwhile (%s): merged by Spark", namespace, name, exc)
                 return False
@@ -326,49 +332,6 @@ def _as_table_rows(rows: pa.Table, schema: Any) -> pa.Table:
         for f in wanted
     ]
     return pa.Table.from_arrays(columns, names=wanted.names).cast(wanted)
-
-
-def _read(table: Any, tasks: list[Any]) -> pa.Table:
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan
-
-    scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
-    return scan.to_table(tasks)
-
-
-def _key_in(rows: pa.Table, removed: pa.Table, keys: tuple[str, ...]) -> pa.ChunkedArray:
-    """Whether each row's key is one of ``removed``'s (same column types as ``rows``)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    wanted = removed.select(list(keys)).cast(rows.select(list(keys)).schema)
-    if len(keys) == 1:
-        return pc.is_in(rows.column(keys[0]), value_set=wanted.column(keys[0]).combine_chunks())
-    # A join on the key columns alone: Arrow joins carry no list columns (``_cdc_order``).
-    numbered = rows.select(list(keys)).append_column("_row", pa.array(range(rows.num_rows)))
-    hits = numbered.join(wanted, list(keys), join_type="left semi").column("_row")
-    return pc.is_in(numbered.column("_row"), value_set=hits.combine_chunks())
-
-
-def _overwrite(table: Any, tasks: list[Any], rows: pa.Table, properties: dict[str, str]) -> None:
-    """One OVERWRITE snapshot: ``tasks``' data files out, ``rows`` in (``Transaction.overwrite``
-    would commit a DELETE and then an APPEND snapshot, each with the properties)."""
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
-
-    transaction = table.transaction()
-    with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
-        # The predicate makes the commit's validation treat any data another writer added or
-        # removed meanwhile as a conflict (serializable, as Spark's MERGE).
-        overwrite.delete_by_predicate(AlwaysTrue())
-        for task in tasks:
-            overwrite.delete_data_file(task.file)
-        if rows.num_rows:
-            for data_file in _dataframe_to_data_files(
-                transaction.table_metadata, rows, table.io, overwrite.commit_uuid
-            ):
-                overwrite.append_data_file(data_file)
-    transaction.commit_transaction()
 
 
 @contextmanager

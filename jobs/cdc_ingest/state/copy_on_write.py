@@ -1,0 +1,60 @@
+"""Copy-on-write of a small table through pyiceberg (``ArrowCatalog.replace_rows``): read its
+rows, drop the changed keys, write the rest and the new rows as one OVERWRITE snapshot.
+
+A MERGE costs a Spark job, its tasks and Spark's planning of the row-level rewrite, 0.1 to 0.3
+CPU-s however few rows change; rewriting a table of a few hundred rows through pyiceberg costs
+about 15 ms, and leaves no position-delete file for readers to apply and ``maintain`` to compact.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def rows_of(table: Any, tasks: list[Any]) -> pa.Table:
+    """The rows of ``tasks`` (a snapshot's planned data files) as Arrow, in the table's schema."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
+    return scan.to_table(tasks)
+
+
+def key_in(rows: pa.Table, removed: pa.Table, keys: tuple[str, ...]) -> pa.ChunkedArray:
+    """Whether each row's key is one of ``removed``'s (same column types as ``rows``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    wanted = removed.select(list(keys)).cast(rows.select(list(keys)).schema)
+    if len(keys) == 1:
+        return pc.is_in(rows.column(keys[0]), value_set=wanted.column(keys[0]).combine_chunks())
+    # A join on the key columns alone: Arrow joins carry no list columns (``_cdc_order``).
+    numbered = rows.select(list(keys)).append_column("_row", pa.array(range(rows.num_rows)))
+    hits = numbered.join(wanted, list(keys), join_type="left semi").column("_row")
+    return pc.is_in(numbered.column("_row"), value_set=hits.combine_chunks())
+
+
+def overwrite(table: Any, tasks: list[Any], rows: pa.Table, properties: dict[str, str]) -> None:
+    """One OVERWRITE snapshot: ``tasks``' data files out, ``rows`` in (``Transaction.overwrite``
+    would commit a DELETE and then an APPEND snapshot, each with the properties)."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    # pyiceberg's own writer of a transaction's data files (private: pyiceberg is pinned 0.12.*).
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    transaction = table.transaction()
+    with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+        # The predicate makes the commit's validation treat any data another writer added or
+        # removed meanwhile as a conflict (serializable, as Spark's MERGE).
+        overwrite.delete_by_predicate(AlwaysTrue())
+        for task in tasks:
+            overwrite.delete_data_file(task.file)
+        if rows.num_rows:
+            for data_file in _dataframe_to_data_files(
+                transaction.table_metadata, rows, table.io, overwrite.commit_uuid
+            ):
+                overwrite.append_data_file(data_file)
+    transaction.commit_transaction()
