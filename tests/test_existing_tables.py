@@ -237,3 +237,42 @@ def test_a_column_the_changes_do_not_write_keeps_its_values(lake):
     assert lake.rows("items", "id", "v", "_cdc_deleted") == [
         {"id": 1, "v": "x2", "_cdc_deleted": False}
     ]
+
+
+TYPED = {"id": "BIGINT", "amount": "DECIMAL(12,2)", "at": "DATETIME", "day": "DATE", "r": "DOUBLE"}
+
+
+def test_a_rewrite_keeps_every_type_of_the_rows_it_carries_over(lake):
+    import datetime as dt
+    from decimal import Decimal
+
+    def typed(table: str, kind: str, key: int, amount: str, es: int) -> dict[str, Any]:
+        row = {"id": key, "amount": amount, "at": "2026-03-04 05:06:07", "day": "2026-03-04"}
+        return canal_message(table, kind, {**row, "r": 0.5}, es, TYPED)
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            typed("orders", "INSERT", 1, "1.25", 1),
+            typed("orders", "INSERT", 2, "2.50", 2),
+            typed("refunds", "INSERT", 1, "3.75", 3),
+        ],
+    )
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [typed("orders", "UPDATE", 2, "9.99", 4), typed("refunds", "UPDATE", 1, "0.01", 5)],
+    )
+
+    lake.run("shop")
+
+    assert _snapshots(lake, "orders")[-1] == ("overwrite", "2", "1", "0")  # rewritten
+    kept = {"at": dt.datetime(2026, 3, 4, 5, 6, 7), "day": dt.date(2026, 3, 4), "r": 0.5}
+    assert lake.rows("orders", "id", "amount", "at", "day", "r") == [
+        {"id": 1, "amount": Decimal("1.25"), **kept},
+        {"id": 2, "amount": Decimal("9.99"), **kept},
+    ]
+    assert lake.rows("refunds", "id", "amount") == [{"id": 1, "amount": Decimal("0.01")}]
