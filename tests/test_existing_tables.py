@@ -276,3 +276,40 @@ def test_a_rewrite_keeps_every_type_of_the_rows_it_carries_over(lake):
         {"id": 2, "amount": Decimal("9.99"), **kept},
     ]
     assert lake.rows("refunds", "id", "amount") == [{"id": 1, "amount": Decimal("0.01")}]
+
+
+def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lake, monkeypatch):
+    from cdc_ingest.apply import existing_tables
+
+    read_by_spark: list[str] = []
+    snapshot_id = existing_tables.current_snapshot_id
+
+    def spied(spark: Any, identifier: str) -> Any:
+        read_by_spark.append(identifier.rsplit(".", 1)[-1].strip("`"))
+        return snapshot_id(spark, identifier)
+
+    monkeypatch.setattr(existing_tables, "current_snapshot_id", spied)
+    _two_small_tables(lake)
+    lake.run("shop")
+    # Both tables were read by pyiceberg (one local relation), not planned as a scan each.
+    assert read_by_spark == []
+    assert lake.rows("orders") == [{"id": 1, "v": "a2"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
+
+    # Past the rows a group reads into the driver, the next table is read by Spark.
+    monkeypatch.setattr(existing_tables, "READ_ROWS", 1)
+    lake.land(
+        "shop",
+        "003.json",
+        [
+            _canal("orders", "DELETE", {"id": 3, "v": "c"}, 30),
+            _canal("orders", "UPDATE", {"id": 4, "v": "d2"}, 31),
+            _canal("items", "UPDATE", {"id": 1, "v": "x3"}, 32),
+            _canal("items", "UPDATE", {"id": 1, "v": "x-old"}, 3),  # older than the row
+        ],
+    )
+    third = lake.run("shop")
+
+    assert read_by_spark == ["orders"]  # items (1 row), read first, took the budget
+    assert lake.rows("orders") == [{"id": 1, "v": "a2"}, {"id": 4, "v": "d2"}]
+    assert lake.rows("items") == [{"id": 1, "v": "x3"}]
+    assert _outcomes(third)["items"] == (2, 0, 1, 0, 0, 1, 0, 0)

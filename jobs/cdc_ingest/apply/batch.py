@@ -191,7 +191,7 @@ def _apply_group(
     group = (
         FreshGroup(spark, members, ctx.batch_id)
         if created
-        else ExistingGroup(spark, members, ctx.batch_id, ctx.tombstone_index)
+        else ExistingGroup(spark, members, ctx.batch_id, ctx.tombstone_index, arrow)
     )
     dead: list[DataFrame] = []
     try:

@@ -204,6 +204,27 @@ class ArrowCatalog:
         properties.pop("owner", None)  # reserved by Spark, which leaves it out of the listing
         return columns, properties
 
+    def read_columns(
+        self, identifier: str, columns: list[str], max_rows: int
+    ) -> tuple[int, pa.Table] | None:
+        """A small table's current snapshot id and its ``columns`` at that snapshot, read by
+        pyiceberg: what ``replace_rows`` could rewrite (see there), else None (Spark reads it).
+
+        Raises:
+            WarehouseWriteError: the catalog or the warehouse failed.
+        """
+        _, namespace, name = _parts(identifier)
+        with warehouse_failures(f"pyiceberg read of {namespace}.{name}"):
+            catalog = self._opened()
+            if catalog is None:
+                return None
+            table = catalog.load_table((namespace, name))
+            snapshot = table.current_snapshot()
+            if snapshot is None or not _rewritable(table, snapshot, max_rows):
+                return None
+            scan = table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=tuple(columns))
+            return snapshot.snapshot_id, scan.to_arrow()
+
     def replace_rows(
         self,
         identifier: str,
@@ -236,12 +257,9 @@ class ArrowCatalog:
                 return False
             table = catalog.load_table((namespace, name))
             snapshot = table.current_snapshot()
-            if snapshot is None or snapshot.snapshot_id != read_at or not _writes_as_spark(table):
+            if snapshot is None or snapshot.snapshot_id != read_at:
                 return False
-            totals = snapshot.summary or {}
-            if totals.get("total-delete-files") != "0":
-                return False  # a row-level delete pyiceberg would leave dangling
-            if int(totals.get("total-records") or max_rows + 1) > max_rows:
+            if not _rewritable(table, snapshot, max_rows):
                 return False
             schema = table.schema()
             if any(f.name not in added.column_names for f in schema.fields):
@@ -318,6 +336,17 @@ def _writes_as_spark(table: Any) -> bool:
         table.format_version == 2
         and table.spec().is_unpartitioned()
         and table.sort_order().is_unsorted
+    )
+
+
+def _rewritable(table: Any, snapshot: Any, max_rows: int) -> bool:
+    """Whether a copy-on-write may replace the table's files: written as Spark would write it,
+    at most ``max_rows`` rows, no delete files (pyiceberg would leave them dangling)."""
+    totals = snapshot.summary or {}
+    return (
+        _writes_as_spark(table)
+        and totals.get("total-delete-files") == "0"
+        and int(totals.get("total-records") or max_rows + 1) <= max_rows
     )
 
 
