@@ -280,9 +280,9 @@ def test_a_rewrite_keeps_every_type_of_the_rows_it_carries_over(lake):
 
 def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lake, monkeypatch):
     from cdc_ingest.apply import existing_tables
+    from cdc_ingest.state.tables import current_snapshot_id as snapshot_id
 
     read_by_spark: list[str] = []
-    snapshot_id = existing_tables.current_snapshot_id
 
     def spied(spark: Any, identifier: str) -> Any:
         read_by_spark.append(identifier.rsplit(".", 1)[-1].strip("`"))
