@@ -222,6 +222,8 @@ class ArrowCatalog:
             snapshot = table.current_snapshot()
             if snapshot is None or not _rewritable(table, snapshot, max_rows):
                 return None
+            if not set(columns) <= {f.name for f in table.schema().fields}:
+                return None  # a mirror altered by hand: Spark's read names what is missing
             scan = table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=tuple(columns))
             return snapshot.snapshot_id, scan.to_arrow()
 
