@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_ingest import sql_text
 from cdc_ingest.contract import DELETE, DUPLICATE, EXCLUDED, UPSERT
 from cdc_ingest.schema.names import MAX_TABLE_NAME_BYTES, target_name
+from cdc_ingest.sql_text import literal
 from cdc_ingest.state.lake import OffsetRange
 
 if TYPE_CHECKING:
@@ -23,24 +24,22 @@ if TYPE_CHECKING:
     from cdc_ingest.config import PipelineConfig
 
 
-def configured_keys(pipeline: PipelineConfig) -> Column:
+def configured_keys(pipeline: PipelineConfig) -> str:
     """Key columns from the pipeline's ``keys`` for each row's source table, or null."""
     if not pipeline.keys:
-        return F.lit(None).cast("array<string>")
-    # One JSON literal (constant-folded by Spark) rather than a literal per name and column: with
-    # keys for hundreds of tables, those cost a py4j round trip each (1.3 s for 300 tables).
-    lookup = F.from_json(F.lit(json.dumps(pipeline.keys)), "map<string,array<string>>")
-    db, schema, table = F.col("src_db"), F.col("src_schema"), F.col("src_table")
+        return "CAST(NULL AS ARRAY<STRING>)"
+    # One JSON literal (constant-folded by Spark) rather than a literal per name and column.
+    lookup = f"from_json({literal(json.dumps(pipeline.keys))}, 'map<string,array<string>>')"
     if not any("." in name for name in pipeline.keys):
         # Only the bare table name can match: skip building the qualified names on every row.
-        return F.element_at(lookup, table)
+        return f"element_at({lookup}, src_table)"
     candidates = [
-        F.concat_ws(".", db, schema, table),
-        F.concat_ws(".", db, table),
-        F.concat_ws(".", schema, table),
-        table,
+        "concat_ws('.', src_db, src_schema, src_table)",
+        "concat_ws('.', src_db, src_table)",
+        "concat_ws('.', src_schema, src_table)",
+        "src_table",
     ]
-    return F.coalesce(*[F.element_at(lookup, c) for c in candidates])
+    return "coalesce(" + ", ".join(f"element_at({lookup}, {c})" for c in candidates) + ")"
 
 
 # The batch id as text, on every change: what later stages cast to ``_cdc_batch_id``.
@@ -50,20 +49,25 @@ BATCH_TEXT = "_cdc_batch_text"
 JSON_ESCAPED = r'["\\\x00-\x1f]'
 
 
-def key_text(first: str = "_first_key", raw: str = "_raw_key") -> Column:
+_OPEN_KEY, _CLOSE_KEY = literal('["'), literal('"]')
+
+
+def key_text(first: str = "_first_key", raw: str = "_raw_key") -> str:
     """The key's canonical text, ``to_json`` of its values: ``["42"]``, ``["a","b"]``.
 
     A one-column key whose value needs no escaping is quoted by concatenation, which costs far
     less than a JSON generator per row and yields the same text.
     """
-    value = F.col(first)
-    plain = (F.size("_cdc_keys") == 1) & value.isNotNull() & ~value.rlike(JSON_ESCAPED)
-    return F.when(plain, F.concat(F.lit('["'), value, F.lit('"]'))).otherwise(F.to_json(raw))
+    plain = (
+        f"size(_cdc_keys) = 1 AND {first} IS NOT NULL"
+        f" AND NOT ({first} RLIKE {literal(JSON_ESCAPED)})"
+    )
+    quoted = f"concat({_OPEN_KEY}, {first}, {_CLOSE_KEY})"
+    return f"CASE WHEN {plain} THEN {quoted} ELSE to_json({raw}) END"
 
 
-def source_name() -> Column:
-    """``db.schema.table`` of a row, for messages and dead letters."""
-    return F.concat_ws(".", "src_db", "src_schema", "src_table")
+# ``db.schema.table`` of a row, for messages and dead letters.
+SOURCE_NAME = "concat_ws('.', src_db, src_schema, src_table)"
 
 
 def mark_applied_offsets(
@@ -98,16 +102,17 @@ def mark_applied_offsets(
     )
 
 
-def excluded_source(pipeline: PipelineConfig) -> Column | None:
+def excluded_source(pipeline: PipelineConfig) -> str | None:
     """Whether a message's source table is one the pipeline does not mirror (its name matched
     whole against ``include_tables`` and ``exclude_tables``), or None when every table is."""
-    table = F.col("src_table")
     excluded = None
     if pipeline.include_tables is not None:
-        excluded = table.isNotNull() & ~table.rlike(f"^(?:{pipeline.include_tables})$")
+        included = literal(f"^(?:{pipeline.include_tables})$")
+        excluded = f"(src_table IS NOT NULL AND NOT (src_table RLIKE {included}))"
     if pipeline.exclude_tables is not None:
-        matched = F.coalesce(table.rlike(f"^(?:{pipeline.exclude_tables})$"), F.lit(False))
-        excluded = matched if excluded is None else excluded | matched
+        pattern = literal(f"^(?:{pipeline.exclude_tables})$")
+        matched = f"coalesce(src_table RLIKE {pattern}, false)"
+        excluded = matched if excluded is None else f"({excluded} OR {matched})"
     return excluded
 
 
@@ -123,128 +128,111 @@ def resolve_changes(
     With ``deletes_without_table``, a delete that names no table gets a null target: the job
     applies it to every table of the namespace keyed like it. With ``keyless_append_only``, a
     change whose table has no known key gets an empty key (an append-only table) instead of an
-    error.
+    error. Written as SQL text (``sql_text``): built call by call, these projections cost about
+    800 py4j round trips per batch.
     """
     # Keys and raw key values each get a projection of their own: every later use then reads a
     # column instead of re-evaluating the lookup inside the (interpreted) lambda functions.
-    known = F.coalesce(configured_keys(pipeline), F.col("key_names"))
+    known = f"coalesce({configured_keys(pipeline)}, key_names)"
     if keyless_append_only:
-        known = F.coalesce(known, F.array().cast("array<string>"))
-    keys = F.col("_cdc_keys")
-    first = F.element_at(keys, 1)
-    first_value = F.coalesce(F.element_at("key_values", first), F.element_at("image", first))
+        known = f"coalesce({known}, CAST(array() AS ARRAY<STRING>))"
+    keyed = sql_text.select(decoded, ["*", f"{known} AS _cdc_keys"])
+    first = "element_at(_cdc_keys, 1)"
     # Most tables have a one-column key: it skips the (interpreted) lambda function.
-    single = F.size(keys) == 1
-    keyed = (
-        decoded.withColumn("_cdc_keys", known)
-        .withColumn("_first_key", first_value)
-        .withColumn(
-            "_raw_key",
-            F.when(single, F.array("_first_key")).otherwise(
-                F.transform(
-                    keys,
-                    lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)),
-                )
-            ),
-        )
+    single = "size(_cdc_keys) = 1"
+    raw_key = (
+        f"CASE WHEN {single} THEN array(_first_key)"
+        f" ELSE transform(_cdc_keys, _k -> {_value('_k')}) END"
+    )
+    keyed = sql_text.select(
+        sql_text.select(keyed, ["*", f"{_value(first)} AS _first_key"]),
+        ["*", f"{raw_key} AS _raw_key"],
     )
     # An update whose before image holds another key moved the row: the old key is deleted
     # (see apply.update_images). Canal's ``old`` holds only changed columns: the rest are as after.
-    before = F.col("before")
-    updates = (F.col("kind") == UPSERT) & before.isNotNull() & (F.size(keys) > 0)
-    keyed = keyed.withColumn(
-        "_old_first", F.when(updates, F.coalesce(F.element_at(before, first), F.col("_first_key")))
-    ).withColumn(
-        "_old_raw_key",
-        F.when(updates & single, F.array("_old_first")).when(
-            updates,
-            F.transform(
-                keys,
-                lambda k: F.coalesce(
-                    F.element_at(before, k),
-                    F.element_at("key_values", k),
-                    F.element_at("image", k),
-                ),
-            ),
-        ),
+    updates = f"(kind = {literal(UPSERT)} AND before IS NOT NULL AND size(_cdc_keys) > 0)"
+    old_first = f"CASE WHEN {updates} THEN coalesce(element_at(before, {first}), _first_key) END"
+    old_value = (
+        "coalesce(element_at(before, _k), element_at(key_values, _k), element_at(image, _k))"
     )
-    old_key = key_text("_old_first", "_old_raw_key")
-    moved = updates & (F.size(F.array_compact("_old_raw_key")) == F.size(keys))
+    old_raw_key = (
+        f"CASE WHEN {updates} AND {single} THEN array(_old_first)"
+        f" WHEN {updates} THEN transform(_cdc_keys, _k -> {old_value}) END"
+    )
+    keyed = sql_text.select(
+        sql_text.select(keyed, ["*", f"{old_first} AS _old_first"]),
+        ["*", f"{old_raw_key} AS _old_raw_key"],
+    )
+    moved = f"{updates} AND size(array_compact(_old_raw_key)) = size(_cdc_keys)"
     # Equal key values are equal key texts: comparing the values spares rendering the old key's
     # text for every update that keeps its key.
-    moved_away = moved & ~F.col("_old_raw_key").eqNullSafe(F.col("_raw_key"))
-    missing = F.filter(
-        keys, lambda k: F.coalesce(F.element_at("key_values", k), F.element_at("image", k)).isNull()
-    )
-    is_change = F.col("kind").isin(UPSERT, DELETE)
-    no_keys = keys.isNull() | (F.size(keys) == 0)
+    moved_away = f"({moved} AND NOT (_old_raw_key <=> _raw_key))"
     target = target_name(pipeline.table)
-    key_error = (
-        F.when(
-            is_change & (F.octet_length(target) > MAX_TABLE_NAME_BYTES),
-            F.concat(
-                F.lit("target table name '"),
-                F.substring(target, 1, 40),
-                F.lit("...' is "),
-                F.octet_length(target).cast("string"),
-                F.lit(f" bytes long; a table name may have at most {MAX_TABLE_NAME_BYTES}"),
-            ),
-        )
-        .when(
-            is_change & no_keys & F.lit(not keyless_append_only),
-            F.concat(
-                F.lit("no key columns known for source table "),
-                source_name(),
-                F.lit(f": add it under keys: in pipeline '{pipeline.name}'"),
-            ),
-        )
-        .when(
-            # array_compact drops the missing values: cheaper than filtering for them on every row.
-            is_change & (F.size(F.array_compact("_raw_key")) < F.size(keys)),
-            F.concat(
-                F.lit("key column '"),
-                F.element_at(missing, 1),
-                F.lit("' is missing from the message"),
-            ),
-        )
-    )
-    applied = F.col("_cdc_applied") if "_cdc_applied" in decoded.columns else F.lit(False)
-    error = F.when(applied, F.lit(None)).otherwise(
-        F.coalesce(F.col("read_error"), F.col("error"), key_error)
-    )
+    applied = "_cdc_applied" if "_cdc_applied" in decoded.columns else "false"
+    key_error = _key_error(pipeline, target, keyless_append_only)
+    error = f"CASE WHEN {applied} THEN NULL ELSE coalesce(read_error, error, {key_error}) END"
     # The batch id as an array constant and as text (``BATCH_TEXT``): generated code refers to
     # those instead of writing a number in, so every batch compiles to the same classes (and the
     # JIT's work on them is kept).
-    position = F.concat(
-        F.array(F.lit(batch_id).cast("bigint")),
-        F.array(
-            F.col("_cdc_file_idx").cast("bigint"),
-            F.col("_cdc_line").cast("bigint"),
-            F.col("row_in_message").cast("bigint"),
-        ),
+    position = (
+        f"concat(array(CAST({batch_id} AS BIGINT)), array(CAST(_cdc_file_idx AS BIGINT),"
+        " CAST(_cdc_line AS BIGINT), CAST(row_in_message AS BIGINT)))"
     )
     if deletes_without_table:
-        tableless = (F.col("kind") == DELETE) & F.col("src_table").isNull()
-        target = F.when(~tableless, target)
+        tableless = f"(kind = {literal(DELETE)} AND src_table IS NULL)"
+        target = f"CASE WHEN NOT {tableless} THEN {target} END"
     excluded = excluded_source(pipeline)
+    kind = f"CASE WHEN {applied} THEN {literal(DUPLICATE)}"
     if excluded is not None:
         # Whatever a message of a table not mirrored holds, it is not this pipeline's to judge.
-        error = F.when(~excluded, error).otherwise(F.col("read_error"))
-    kind = F.when(applied, F.lit(DUPLICATE))
-    if excluded is not None:
-        kind = kind.when(excluded, F.lit(EXCLUDED))
-    return keyed.select(
-        *decoded.columns,
-        kind.otherwise(F.col("kind")).alias("_cdc_kind"),
-        target.alias("_cdc_target"),
-        source_name().alias("_cdc_source"),
-        keys,
-        key_text().alias("_cdc_key"),
-        F.concat(F.col("order"), position).alias("_cdc_order"),
-        error.alias("_cdc_error"),
-        F.lit(str(batch_id)).alias(BATCH_TEXT),
-        F.when(moved_away, old_key).alias("_cdc_old_key"),
-        F.when(moved_away, F.map_from_arrays(keys, F.col("_old_raw_key"))).alias(
-            "_cdc_old_key_values"
-        ),
+        error = f"CASE WHEN NOT {excluded} THEN {error} ELSE read_error END"
+        kind += f" WHEN {excluded} THEN {literal(EXCLUDED)}"
+    return sql_text.select(
+        keyed,
+        [
+            *(sql_text.name(column) for column in decoded.columns),
+            f"{kind} ELSE kind END AS _cdc_kind",
+            f"{target} AS _cdc_target",
+            f"{SOURCE_NAME} AS _cdc_source",
+            "_cdc_keys",
+            f"{key_text()} AS _cdc_key",
+            f"concat(`order`, {position}) AS _cdc_order",
+            f"{error} AS _cdc_error",
+            f"{literal(str(batch_id))} AS {BATCH_TEXT}",
+            f"CASE WHEN {moved_away} THEN {key_text('_old_first', '_old_raw_key')} END"
+            " AS _cdc_old_key",
+            f"CASE WHEN {moved_away} THEN map_from_arrays(_cdc_keys, _old_raw_key) END"
+            " AS _cdc_old_key_values",
+        ],
+    )
+
+
+def _value(key: str) -> str:
+    """A key column's value in a message: its key values first, then its image."""
+    return f"coalesce(element_at(key_values, {key}), element_at(image, {key}))"
+
+
+def _key_error(pipeline: PipelineConfig, target: str, keyless_append_only: bool) -> str:
+    """Why a change cannot be applied for its target's name or its key, or null."""
+    is_change = f"kind IN ({literal(UPSERT)}, {literal(DELETE)})"
+    limit = f" bytes long; a table name may have at most {MAX_TABLE_NAME_BYTES}"
+    too_long = (
+        f"concat({literal('target table name ' + chr(39))}, substring({target}, 1, 40),"
+        f" {literal('...' + chr(39) + ' is ')}, CAST(octet_length({target}) AS STRING),"
+        f" {literal(limit)})"
+    )
+    where = f": add it under keys: in pipeline '{pipeline.name}'"
+    unknown = f"concat('no key columns known for source table ', {SOURCE_NAME}, {literal(where)})"
+    missing = f"filter(_cdc_keys, _k -> {_value('_k')} IS NULL)"
+    no_column = (
+        f"concat({literal('key column ' + chr(39))}, element_at({missing}, 1),"
+        f" {literal(chr(39) + ' is missing from the message')})"
+    )
+    no_keys = "(_cdc_keys IS NULL OR size(_cdc_keys) = 0)"
+    # array_compact drops the missing values: cheaper than filtering for them on every row.
+    return (
+        f"CASE WHEN {is_change} AND octet_length({target}) > {MAX_TABLE_NAME_BYTES} THEN {too_long}"
+        f" WHEN {is_change} AND {no_keys} AND {literal(not keyless_append_only)} THEN {unknown}"
+        f" WHEN {is_change} AND size(array_compact(_raw_key)) < size(_cdc_keys) THEN {no_column}"
+        " END"
     )

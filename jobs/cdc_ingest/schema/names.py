@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
+from cdc_ingest import sql_text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,9 +21,10 @@ if TYPE_CHECKING:
 _NOT_NAME = r"[^\p{L}\p{N}_]"
 
 
-def identifier_part(column: Column) -> Column:
-    """A source name as an Iceberg identifier part: lower case, letters, digits and "_" only."""
-    return F.lower(F.regexp_replace(F.coalesce(column, F.lit("")), _NOT_NAME, "_"))
+def identifier_part(column: str) -> str:
+    """A source name (SQL text) as an Iceberg identifier part: lower case, letters, digits and
+    "_" only."""
+    return f"lower(regexp_replace(coalesce({column}, ''), {sql_text.literal(_NOT_NAME)}, '_'))"
 
 
 # A table's name is a directory of its location: one path segment, at most 255 bytes on common
@@ -35,17 +35,17 @@ MAX_TABLE_NAME_BYTES = 255
 FIELD_ALIASES = {"namespace": "db", "set": "table"}
 
 
-def target_name(template: str) -> Column:
-    """The template ``{db}_{table}``-style rendered per row from the source names."""
-    parts: list[Column] = []
-    for literal, placeholder in re.findall(r"([^{]*)(?:{([^}]*)})?", template):
-        if literal:
+def target_name(template: str) -> str:
+    """The template ``{db}_{table}``-style rendered per row from the source names (SQL text)."""
+    parts: list[str] = []
+    for text, placeholder in re.findall(r"([^{]*)(?:{([^}]*)})?", template):
+        if text:
             # Sanitized here once; every placeholder is already an identifier part.
-            parts.append(F.lit(re.sub(r"[^a-z0-9_]", "_", literal.lower())))
+            parts.append(sql_text.literal(re.sub(r"[^a-z0-9_]", "_", text.lower())))
         if placeholder:
             field = FIELD_ALIASES.get(placeholder, placeholder)
-            parts.append(identifier_part(F.col(f"src_{field}")))
-    return F.concat(*parts) if parts else F.lit("")
+            parts.append(identifier_part(sql_text.name(f"src_{field}")))
+    return f"concat({', '.join(parts)})" if parts else "''"
 
 
 def render_targets(
@@ -59,4 +59,4 @@ def render_targets(
     if not sources:
         return []
     frame = spark.createDataFrame(sources, "src_db string, src_schema string, src_table string")
-    return [r[0] for r in frame.select(target_name(template)).collect()]
+    return [r[0] for r in sql_text.select(frame, [target_name(template)]).collect()]
