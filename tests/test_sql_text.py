@@ -33,7 +33,7 @@ def test_literals_read_back_as_the_python_values(spark: Any) -> None:
     frame = sql_text.select(
         spark.range(1), [f"{sql_text.literal(v)} AS v{i}" for i, v in enumerate(VALUES)]
     )
-    assert list(frame.first()) == VALUES
+    assert list(frame.collect()[0]) == VALUES
     types = [field.dataType.simpleString() for field in frame.schema.fields]
     # The types F.lit gives: int within 32 bits, bigint beyond.
     assert types[7:12] == ["int", "int", "int", "bigint", "bigint"]
@@ -44,7 +44,7 @@ def test_any_column_name_is_read_by_its_quoted_name(spark: Any, column: str) -> 
     frame = spark.createDataFrame([(1, "x")], ["id", "v"]).withColumnRenamed("v", column)
     picked = sql_text.select(frame, [sql_text.name(column), f"{sql_text.name(column)} AS copy"])
     assert picked.columns == [column, "copy"]
-    assert list(picked.first()) == ["x", "x"]
+    assert list(picked.collect()[0]) == ["x", "x"]
 
 
 @contextmanager
@@ -63,11 +63,11 @@ def counted_py4j_calls() -> Iterator[list[int]]:
             calls[0] += 1
         return original(self, command)
 
-    py4j.clientserver.ClientServerConnection.send_command = counted  # type: ignore[method-assign]
+    py4j.clientserver.ClientServerConnection.send_command = counted
     try:
         yield calls
     finally:
-        py4j.clientserver.ClientServerConnection.send_command = original  # type: ignore[method-assign]
+        py4j.clientserver.ClientServerConnection.send_command = original
 
 
 def test_a_projection_costs_a_few_py4j_calls_whatever_its_size(spark: Any) -> None:
@@ -77,7 +77,7 @@ def test_a_projection_costs_a_few_py4j_calls_whatever_its_size(spark: Any) -> No
         projected = sql_text.select(frame, expressions)
     # pyspark's selectExpr hands the list over element by element: 200 calls and more.
     assert calls[0] <= 6
-    assert projected.first()[199] == 199
+    assert projected.collect()[0][199] == 199
 
 
 def test_resolving_a_batch_costs_a_few_py4j_calls(spark: Any) -> None:
@@ -112,7 +112,7 @@ def test_resolving_a_batch_costs_a_few_py4j_calls(spark: Any) -> None:
         resolved = resolve_changes(decoded, pipeline, 7)
     # Built call by call, the same projections cost over 800 calls.
     assert calls[0] <= 40
-    row = resolved.first()
+    row = resolved.collect()[0]
     assert (row["_cdc_target"], row["_cdc_key"], row["_cdc_old_key"]) == (
         "shop_orders",
         '["1"]',
