@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_ingest import sql_text
 from cdc_ingest.apply.actions import INSERT
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.keyed import (
@@ -34,6 +34,7 @@ from cdc_ingest.apply.keyed import (
 )
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
 from cdc_ingest.schema.values import column_error, typed_value
+from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import ORDER_COLUMN
 
@@ -147,16 +148,16 @@ class FreshGroup:
             self.summaries[name] = summary
 
     def _typed_changes(self, changes: DataFrame) -> DataFrame:
-        values: list[Column] = []
-        errors: list[Column] = []
+        values: list[str] = []
+        errors: list[str] = []
         for name, ctype in self.columns.items():
             keyed = [t.target.name for t in self.tables if name in t.target.keys]
-            by: bool | Column = len(keyed) == len(self.tables)
+            by: bool | str = len(keyed) == len(self.tables)
             if keyed and not by:
-                by = F.col(TARGET).isin(*keyed)
+                by = f"{TARGET} IN ({', '.join(literal(k) for k in keyed)})"
             raw = raw_value(name, by)
             typed = typed_value(raw, ctype)
-            values.append(typed.alias(name))
+            values.append(f"{typed} AS {sql_text.name(name)}")
             errors.append(column_error(name, raw, typed, ctype))
         return typed_select(changes, values, errors, leading=[TARGET])
 

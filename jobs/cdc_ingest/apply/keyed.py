@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, Window
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from cdc_ingest import sql_text
 from cdc_ingest.apply.actions import (
     DELETED,
     DELETED_ABSENT,
@@ -39,6 +40,7 @@ from cdc_ingest.changes.resolve import BATCH_TEXT
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.schema.values import column_error, typed_value
+from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex, current_snapshot_id
@@ -61,67 +63,75 @@ OUTCOMES = (
 )
 
 
-def raw_value(name: str, keyed: bool | Column) -> Column:
-    """A column's text: from the image, or for a key column (where ``keyed`` holds) from the
-    message's key values first."""
-    image = F.element_at("image", F.lit(name))
+def raw_value(name: str, keyed: bool | str) -> str:
+    """A column's text (SQL text): from the image, or for a key column (where ``keyed`` holds, a
+    condition in SQL text) from the message's key values first."""
+    image = f"element_at(image, {literal(name)})"
     if keyed is False:
         return image
-    key_value = F.coalesce(F.element_at("key_values", F.lit(name)), image)
-    return key_value if keyed is True else F.when(keyed, key_value).otherwise(image)
+    key_value = f"coalesce(element_at(key_values, {literal(name)}), {image})"
+    return key_value if keyed is True else f"CASE WHEN {keyed} THEN {key_value} ELSE {image} END"
 
 
 def typed_select(
     frame: DataFrame,
-    values: list[Column],
-    errors: list[Column],
+    values: list[str],
+    errors: list[str],
     leading: list[str] | None = None,
-    trailing: list[Column] | None = None,
+    trailing: list[str] | None = None,
 ) -> DataFrame:
-    """The typed frame's columns: where each change comes from, its typed ``values``, its change
-    columns (``_cdc_batch_id`` from the batch's text, see ``BATCH_TEXT``), and ``_type_error``,
-    the first of ``errors`` (null when every value fits)."""
-    return frame.select(
-        *(leading or []),
-        "_cdc_file_idx",
-        "_cdc_line",
-        "row_in_message",
-        "_cdc_kind",
-        "_cdc_key",
-        "_cdc_source",
-        *values,
-        F.col("_cdc_order").alias(ORDER_COLUMN),
-        F.col("op").alias("_cdc_op"),
-        F.col(BATCH_TEXT).cast("bigint").alias("_cdc_batch_id"),
-        F.coalesce(*errors, F.lit(None).cast("string")).alias("_type_error"),
-        *(trailing or []),
+    """The typed frame's columns: where each change comes from (after the ``leading`` columns),
+    its typed ``values`` (SQL text), its change columns (``_cdc_batch_id`` from the batch's text,
+    see ``BATCH_TEXT``), ``_type_error``, the first of ``errors`` (null when every value fits),
+    and the ``trailing`` expressions."""
+    error = ", ".join([*errors, "CAST(NULL AS STRING)"])
+    return sql_text.select(
+        frame,
+        [
+            *(sql_text.name(column) for column in leading or []),
+            "_cdc_file_idx",
+            "_cdc_line",
+            "row_in_message",
+            "_cdc_kind",
+            "_cdc_key",
+            "_cdc_source",
+            *values,
+            f"_cdc_order AS {ORDER_COLUMN}",
+            "op AS _cdc_op",
+            f"CAST({BATCH_TEXT} AS BIGINT) AS _cdc_batch_id",
+            f"coalesce({error}) AS _type_error",
+            *(trailing or []),
+        ],
     )
 
 
 def typed_changes(changes: DataFrame, target: TargetTable) -> DataFrame:
     """This table's changes with typed columns and ``_type_error`` for values that don't fit."""
-    values: list[Column] = []
-    errors: list[Column] = []
-    kept: list[Column] = []
+    values: list[str] = []
+    errors: list[str] = []
+    kept: list[str] = []
     for name, ctype in target.columns.items():
         raw = raw_value(name, name in target.keys)
         if target.unavailable_values and name not in target.keys:
-            missing = raw.isin(*target.unavailable_values)
-            kept.append(F.when(missing, F.lit(name)))
-            raw = F.when(~missing, raw)
+            placeholders = ", ".join(literal(v) for v in target.unavailable_values)
+            missing = f"{raw} IN ({placeholders})"
+            kept.append(f"CASE WHEN {missing} THEN {literal(name)} END")
+            raw = f"CASE WHEN NOT ({missing}) THEN {raw} END"
         typed = typed_value(raw, ctype)
-        values.append(typed.alias(name))
+        values.append(f"{typed} AS {sql_text.name(name)}")
         errors.append(column_error(name, raw, typed, ctype))
-    names = F.map_keys("image")
     for refused, why in target.refused_columns.items():
-        errors.insert(0, F.when(F.array_contains(names, refused), F.lit(why)))
+        refusal = (
+            f"CASE WHEN array_contains(map_keys(image), {literal(refused)}) THEN {literal(why)} END"
+        )
+        errors.insert(0, refusal)
     moved = [MOVED_COLUMN] if MOVED_COLUMN in changes.columns else []
     frame = typed_select(
-        changes.where(F.col("_cdc_target") == target.name),
+        changes.where(f"_cdc_target = {literal(target.name)}"),
         values,
         errors,
         leading=moved,
-        trailing=[F.array_compact(F.array(*kept)).alias(KEEP_COLUMN)] if kept else [],
+        trailing=[f"array_compact(array({', '.join(kept)})) AS {KEEP_COLUMN}"] if kept else [],
     )
     if not target.computed:
         return frame
