@@ -8,6 +8,7 @@ SQL text is parsed by Spark into the same expressions in a few calls, whatever i
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -58,6 +59,23 @@ def select(frame: DataFrame, expressions: list[str]) -> DataFrame:
     # every one.
     columns = to_seq(separator.splitAsStream(text).toList())
     return DataFrame(frame._jdf.selectExpr(columns), frame.sparkSession)
+
+
+def aggregate(frame: DataFrame, keys: list[str], aggregates: list[str]) -> DataFrame:
+    """``SELECT keys, aggregates FROM frame GROUP BY keys`` (each key ``expression AS name``), in
+    four py4j calls: through a temporary view of a name of its own, dropped once Spark has
+    analyzed the query (as pyspark's ``spark.sql`` does with the frames it is given)."""
+    from pyspark.sql import DataFrame
+
+    spark = frame.sparkSession
+    view = f"_cdc_aggregated_{uuid.uuid4().hex}"
+    frame.createOrReplaceTempView(view)
+    positions = ", ".join(str(i + 1) for i in range(len(keys)))
+    query = f"SELECT {', '.join([*keys, *aggregates])} FROM {view} GROUP BY {positions}"
+    try:
+        return DataFrame(spark._jsparkSession.sql(query), spark)
+    finally:
+        spark._jsparkSession.catalog().dropTempView(view)
 
 
 # Per JVM (one per process): each py4j lookup of a class or method is a round trip of its own.

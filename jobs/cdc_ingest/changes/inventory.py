@@ -6,12 +6,13 @@ import re
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Row
-from pyspark.sql import functions as F
 
+from cdc_ingest import sql_text
 from cdc_ingest.changes.resolve import BATCH_TEXT
 from cdc_ingest.contract import DDL, DELETE, DUPLICATE, EXCLUDED, NOOP, UPSERT
-from cdc_ingest.schema.inference import image_sample
+from cdc_ingest.schema.inference import IMAGE_SAMPLE
 from cdc_ingest.schema.target import TargetInventory
+from cdc_ingest.sql_text import literal
 from cdc_ingest.state.summary import RunSummary
 
 
@@ -82,73 +83,77 @@ def cached_columns(
     text holds one are flagged, so that only their tables pay for keeping stored values; with
     ``before_half_ops``, the before halves of two-message updates are flagged.
     """
-    before_half = F.lit(False)
+    before_half = "false"
     if before_half_ops:
-        before_half = F.upper(F.col("op")).isin(*before_half_ops)
-    unavailable = F.lit(False)
-    for placeholder in unavailable_values:
-        unavailable = unavailable | F.col("value").contains(placeholder)
-    return resolved.select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "kafka_topic",
-        "kafka_partition",
-        "kafka_offset",
-        "op",
-        "image",
-        "key_values",
-        "row_in_message",
-        "event_ms",
-        "ddl",
-        "schema_hint",
-        "_cdc_kind",
-        "_cdc_target",
-        "_cdc_source",
-        "_cdc_keys",
-        "_cdc_key",
-        "_cdc_order",
-        "_cdc_error",
-        BATCH_TEXT,
-        "_cdc_old_key",
-        "_cdc_old_key_values",
-        F.when(F.col("_cdc_error").isNotNull(), F.col("raw")).alias("raw"),
-        # A statement's table is named with the message's database and schema.
-        F.when(F.col("_cdc_kind") == DDL, F.array("src_db", "src_schema")).alias("_cdc_ddl_scope"),
-        image_sample(),
-        unavailable.alias("_cdc_unavailable"),
-        before_half.alias("_cdc_before_half"),
+        before_half = f"upper(op) IN ({', '.join(literal(op) for op in before_half_ops)})"
+    unavailable = " OR ".join(
+        ["false", *(f"contains(value, {literal(p)})" for p in unavailable_values)]
+    )
+    return sql_text.select(
+        resolved,
+        [
+            "_cdc_file_idx",
+            "_cdc_line",
+            "kafka_topic",
+            "kafka_partition",
+            "kafka_offset",
+            "op",
+            "image",
+            "key_values",
+            "row_in_message",
+            "event_ms",
+            "ddl",
+            "schema_hint",
+            "_cdc_kind",
+            "_cdc_target",
+            "_cdc_source",
+            "_cdc_keys",
+            "_cdc_key",
+            "_cdc_order",
+            "_cdc_error",
+            BATCH_TEXT,
+            "_cdc_old_key",
+            "_cdc_old_key_values",
+            "CASE WHEN _cdc_error IS NOT NULL THEN raw END AS raw",
+            # A statement's table is named with the message's database and schema.
+            f"CASE WHEN _cdc_kind = {literal(DDL)} THEN array(src_db, src_schema) END"
+            " AS _cdc_ddl_scope",
+            IMAGE_SAMPLE,
+            f"({unavailable}) AS _cdc_unavailable",
+            f"({before_half}) AS _cdc_before_half",
+        ],
     )
 
 
 def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory:
     """Count the batch and list its target tables, in one pass that also caches the batch."""
-    ok = F.col("_cdc_error").isNull()
-    is_change = ok & F.col("_cdc_kind").isin(UPSERT, DELETE)
-    inventory_rows = (
-        batch.cached.groupBy(
-            F.col("_cdc_file_idx"),
-            F.col("kafka_topic"),
-            F.col("kafka_partition"),
-            F.col("_cdc_kind"),
-            ok.alias("ok"),
-            F.when(is_change, F.col("_cdc_target")).alias("target"),
-            F.when(is_change, F.col("_cdc_keys")).alias("keys"),
-            F.when(is_change, F.map_keys("image")).alias("columns"),
-            F.when(is_change, F.col("schema_hint")).alias("hint"),
-            F.when(is_change, F.col("_cdc_source")).alias("source"),
-            (is_change & F.col("_cdc_unavailable")).alias("unavailable"),
-            (is_change & F.col("_cdc_old_key").isNotNull()).alias("moves_key"),
-            F.when(ok & F.col("_cdc_before_half"), F.col("_cdc_target")).alias("before_half_of"),
-            (F.col("row_in_message") == 0).alias("first_row"),
-        )
-        .agg(
-            F.count(F.lit(1)).alias("count"),
-            F.min("kafka_offset").alias("lo"),
-            F.max("kafka_offset").alias("hi"),
-            F.max(F.when(ok, F.col("event_ms"))).alias("newest"),
-        )
-        .collect()
-    )
+    ok = "_cdc_error IS NULL"
+    is_change = f"({ok} AND _cdc_kind IN ({literal(UPSERT)}, {literal(DELETE)}))"
+    inventory_rows = sql_text.aggregate(
+        batch.cached,
+        [
+            "_cdc_file_idx",
+            "kafka_topic",
+            "kafka_partition",
+            "_cdc_kind",
+            f"{ok} AS ok",
+            f"CASE WHEN {is_change} THEN _cdc_target END AS target",
+            f"CASE WHEN {is_change} THEN _cdc_keys END AS keys",
+            f"CASE WHEN {is_change} THEN map_keys(image) END AS columns",
+            f"CASE WHEN {is_change} THEN schema_hint END AS hint",
+            f"CASE WHEN {is_change} THEN _cdc_source END AS source",
+            f"({is_change} AND _cdc_unavailable) AS unavailable",
+            f"({is_change} AND _cdc_old_key IS NOT NULL) AS moves_key",
+            f"CASE WHEN {ok} AND _cdc_before_half THEN _cdc_target END AS before_half_of",
+            "(row_in_message = 0) AS first_row",
+        ],
+        [
+            "count(1) AS count",
+            "min(kafka_offset) AS lo",
+            "max(kafka_offset) AS hi",
+            f"max(CASE WHEN {ok} THEN event_ms END) AS newest",
+        ],
+    ).collect()
     inventories: dict[str, TargetInventory] = {}
     rows: dict[str, int] = {}
     tableless, tableless_keys = 0, tuple[str, ...]()

@@ -40,16 +40,14 @@ def inferred_type(data_type: T.DataType) -> ColumnType:
     return ColumnType("string")
 
 
-def image_sample() -> Column:
-    """The message text of the first lines of each file, kept with the cached batch for inference.
-
-    Inference needs the image as JSON (a map of strings no longer tells ``"1"`` from ``1``), and
-    re-parsing the batch for it would cost another full decode. The image is cut out of the text
-    only when types are inferred, and only for the lines inference takes.
-    """
-    return F.when(
-        F.col("_cdc_error").isNull() & (F.col("_cdc_line") <= INFERENCE_SAMPLE), F.col("value")
-    ).alias(SAMPLE_COLUMN)
+# The message text of the first lines of each file, kept with the cached batch for inference
+# (SQL text). Inference needs the image as JSON (a map of strings no longer tells ``"1"`` from
+# ``1``), and re-parsing the batch for it would cost another full decode. The image is cut out of
+# the text only when types are inferred, and only for the lines inference takes.
+IMAGE_SAMPLE = (
+    f"CASE WHEN _cdc_error IS NULL AND _cdc_line <= {INFERENCE_SAMPLE} THEN value END"
+    f" AS {SAMPLE_COLUMN}"
+)
 
 
 # NaN and Infinity tokens (JSON's non-numeric numbers, which Spark's JSON reader accepts) as a
@@ -88,7 +86,7 @@ class TypeInference:
 
     Args:
         spark: the session.
-        batch: the cached batch, with ``image_sample``'s column.
+        batch: the cached batch, with ``IMAGE_SAMPLE``'s column.
         records: the decoded batch, re-parsed only for columns that first appear past the lines
             the cached sample covers.
         decoder: the batch's format.
