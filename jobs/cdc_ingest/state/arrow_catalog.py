@@ -169,7 +169,8 @@ class ArrowCatalog:
                 arrow = _as_table_rows(rows, table.schema())
             # pyiceberg retries a commit that lost a race with another writer (a pipeline
             # sharing the namespace's system tables), as Iceberg's Java append does.
-            table.append(arrow, snapshot_properties=properties)
+            with copy_on_write.transaction_of(table) as transaction:
+                transaction.append(arrow, snapshot_properties=properties)
         return True
 
     def table_facts(self, identifier: str) -> tuple[dict[str, str], dict[str, str]] | None:

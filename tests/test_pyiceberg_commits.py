@@ -1,0 +1,70 @@
+"""pyiceberg commits through ``copy_on_write.transaction_of``: the pending metadata is computed
+once per change, and a commit that loses a race is retried on the winner's metadata."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from cdc_ingest.state import copy_on_write
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    catalog = SqlCatalog(
+        "commits", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh"
+    )
+    catalog.create_namespace("shop")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "name", StringType()),
+        identifier_field_ids=[1],
+    )
+    return catalog.create_table(("shop", "orders"), schema)
+
+
+def rows(*ids: int) -> pa.Table:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+    return pa.Table.from_pylist([{"id": i, "name": f"n{i}"} for i in ids], schema=schema)
+
+
+def test_an_append_computes_the_pending_metadata_once_per_change(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyiceberg.table
+
+    computed = [0]
+    original = pyiceberg.table.update_table_metadata  # type: ignore[attr-defined]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        computed[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(pyiceberg.table, "update_table_metadata", counted)
+    with copy_on_write.transaction_of(table) as transaction:
+        transaction.append(rows(1, 2), snapshot_properties={"cdc.batch-id": "7"})
+    # pyiceberg's own transaction computes (and deep-copies) it on every read: 16 times here.
+    assert computed[0] <= 4
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [1, 2]
+    snapshot = table.current_snapshot()
+    assert snapshot.summary["cdc.batch-id"] == "7"
+    assert snapshot.summary["added-records"] == "2"
+
+
+def test_an_append_that_loses_a_race_is_retried_on_the_winners_metadata(table: Any) -> None:
+    other = table.catalog.load_table(("shop", "orders"))
+    transaction = copy_on_write.transaction_of(table)
+    transaction.append(rows(1), snapshot_properties={"cdc.batch-id": "1"})
+    # Another writer commits between the staging and the commit.
+    other.append(rows(2), snapshot_properties={"cdc.batch-id": "2"})
+    transaction.commit_transaction()
+    table.refresh()
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [1, 2]
+    history = [s.summary["cdc.batch-id"] for s in table.snapshots()]
+    assert history == ["2", "1"]
