@@ -62,14 +62,19 @@ def install_commit_fault() -> None:
         append(self)
         committed("append")
 
-    from pyiceberg.table import Table
+    from pyiceberg.table import Transaction
 
-    arrow_append = Table.append
+    # Every pyiceberg commit of a table goes through here (``Table.append`` included), whatever
+    # transaction class made it (``copy_on_write.transaction_of``).
+    arrow_commit = Transaction.commit_transaction
 
-    def arrow_append_and_count(self: Table, *args: Any, **kwargs: Any) -> None:
-        arrow_append(self, *args, **kwargs)
-        committed("pyiceberg append")
+    def arrow_commit_and_count(self: Transaction) -> Any:
+        staged = len(self._updates) > 0
+        result = arrow_commit(self)
+        if staged:
+            committed("pyiceberg commit")
+        return result
 
     SparkSession.sql = sql  # type: ignore[method-assign,assignment]
     DataFrameWriterV2.append = append_and_count  # type: ignore[method-assign]
-    Table.append = arrow_append_and_count  # type: ignore[method-assign]
+    Transaction.commit_transaction = arrow_commit_and_count  # type: ignore[method-assign]
