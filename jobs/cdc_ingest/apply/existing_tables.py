@@ -154,8 +154,9 @@ class ExistingGroup(FreshGroup):
         """Type, collapse, classify against the tables and their tombstones, and count: one plan,
         one job."""
         names = [t.target.name for t in self.tables]
-        typed = self._typed_changes(changes.where(F.col(TARGET).isin(*names)))
-        usable = typed.where(F.col("_type_error").isNull())
+        chosen = ", ".join(literal(name) for name in names)
+        typed = self._typed_changes(changes.where(f"{TARGET} IN ({chosen})"))
+        usable = typed.where("_type_error IS NULL")
         newest = newest_changes(usable, per=(TARGET, "_cdc_key"))
         on_key = F.col(TARGET) == F.col("_t_target")
         for key in self.keys:

@@ -128,8 +128,9 @@ class FreshGroup:
     def classify(self, changes: DataFrame) -> None:
         """Type, collapse and count every table's changes: one plan, one shuffle, one job."""
         names = [t.target.name for t in self.tables]
-        typed = self._typed_changes(changes.where(F.col(TARGET).isin(*names)))
-        usable = typed.where(F.col("_type_error").isNull())
+        chosen = ", ".join(literal(name) for name in names)
+        typed = self._typed_changes(changes.where(f"{TARGET} IN ({chosen})"))
+        usable = typed.where("_type_error IS NULL")
         newest = newest_changes(usable, per=(TARGET, "_cdc_key"))
         # A created table holds no rows and (see applies_fresh) no tombstones: only the kind of
         # each key's newest change decides, for every table of the group alike.
@@ -209,10 +210,19 @@ class FreshGroup:
                 rows += written
         columns = list(dict.fromkeys(c for t in chunk for c in t.target.written_columns))
         # Groups admit only deletes == "apply": no soft-delete flag to add.
-        inserts = self._classified.where(
-            F.col(TARGET).isin(*[t.target.name for t in chunk])
-            & F.col("_action").isin(*self.WRITTEN)
-        ).select(*columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id", "_action", TARGET)
+        chosen = ", ".join(literal(t.target.name) for t in chunk)
+        actions = ", ".join(literal(action) for action in self.WRITTEN)
+        inserts = sql_text.select(
+            self._classified.where(f"{TARGET} IN ({chosen}) AND _action IN ({actions})"),
+            [
+                *(sql_text.name(column) for column in columns),
+                ORDER_COLUMN,
+                "_cdc_op",
+                "_cdc_batch_id",
+                "_action",
+                TARGET,
+            ],
+        )
         with stage("collect rows of grouped tables"):
             collected = _collect_arrow(inserts).sort_by(TARGET)
         parts: dict[str, pa.Table] = {}

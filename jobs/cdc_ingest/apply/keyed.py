@@ -9,10 +9,8 @@ writer committed to the table since the classification read it (``merge_target``
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
@@ -174,15 +172,20 @@ def newest_changes(
     """
     if unsent:
         good = fill_unsent(good, unsent)
-    newest_first = Window.partitionBy(*per).orderBy(F.col(ORDER_COLUMN).desc())
-    whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    return (
-        good.drop("_cdc_file_idx", "_cdc_line", "_cdc_source", "_type_error")
-        .withColumn("_rank", F.row_number().over(newest_first))
-        .withColumn("_changes", F.count(F.lit(1)).over(whole_key))
-        .where(F.col("_rank") == 1)
-        .drop("_rank")
+    partition = ", ".join(sql_text.name(column) for column in per)
+    newest_first = f"PARTITION BY {partition} ORDER BY {ORDER_COLUMN} DESC"
+    whole_key = f"{newest_first} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+    dropped = {"_cdc_file_idx", "_cdc_line", "_cdc_source", "_type_error"}
+    kept = [sql_text.name(column) for column in good.columns if column not in dropped]
+    ranked = sql_text.select(
+        good,
+        [
+            *kept,
+            f"row_number() OVER ({newest_first}) AS _rank",
+            f"count(1) OVER ({whole_key}) AS _changes",
+        ],
     )
+    return sql_text.select(ranked.where("_rank = 1"), [*kept, "_changes"])
 
 
 def classify(
@@ -204,28 +207,30 @@ def classify(
     joined = newest
     soft = target.deletes == "soft"
     if table_rows:
-        current = spark.table(target.identifier).select(
-            *[F.col(k).alias(f"_t_{k}") for k in target.keys],
-            F.col(ORDER_COLUMN).alias("_t_order"),
-            *([F.col(DELETED_COLUMN).alias("_t_deleted")] if soft else []),
+        current = sql_text.select(
+            spark.table(target.identifier),
+            [
+                *[f"{sql_text.name(k)} AS {sql_text.name('_t_' + k)}" for k in target.keys],
+                f"{ORDER_COLUMN} AS _t_order",
+                *([f"{DELETED_COLUMN} AS _t_deleted"] if soft else []),
+            ],
         )
-        on_key = functools.reduce(
-            lambda a, b: a & b, [F.col(k) == F.col(f"_t_{k}") for k in target.keys]
+        on_key = " AND ".join(
+            f"{sql_text.name(k)} = {sql_text.name('_t_' + k)}" for k in target.keys
         )
-        joined = joined.join(current, on_key, "left")
+        joined = joined.join(current, F.expr(on_key), "left")
     else:
-        joined = joined.withColumn("_t_order", F.lit(None).cast("array<bigint>"))
+        joined = sql_text.select(joined, ["*", "CAST(NULL AS ARRAY<BIGINT>) AS _t_order"])
     if soft and "_t_deleted" not in joined.columns:
-        joined = joined.withColumn("_t_deleted", F.lit(None).cast("boolean"))
+        joined = sql_text.select(joined, ["*", "CAST(NULL AS BOOLEAN) AS _t_deleted"])
     if tombstones:
-        deleted = (
-            spark.table(target.tombstones)
-            .where(F.col("target_table") == target.name)
-            .select(F.col("key").alias("_d_key"), F.col(ORDER_COLUMN).alias("_d_order"))
+        deleted = sql_text.select(
+            spark.table(target.tombstones).where(f"target_table = {literal(target.name)}"),
+            ["key AS _d_key", f"{ORDER_COLUMN} AS _d_order"],
         )
-        joined = joined.join(deleted, F.col("_cdc_key") == F.col("_d_key"), "left")
+        joined = joined.join(deleted, F.expr("_cdc_key = _d_key"), "left")
     else:
-        joined = joined.withColumn("_d_order", F.lit(None).cast("array<bigint>"))
+        joined = sql_text.select(joined, ["*", "CAST(NULL AS ARRAY<BIGINT>) AS _d_order"])
     return with_actions(joined, soft)
 
 
@@ -233,22 +238,24 @@ def with_actions(joined: DataFrame, soft: bool = False) -> DataFrame:
     """``_action`` and ``_had_tombstone`` of each newest change joined with what its table holds
     for the key (``_t_order``, and ``_t_deleted`` when ``soft``) and its tombstone (``_d_order``),
     each null where there is none."""
-    order, kind = F.col(ORDER_COLUMN), F.col("_cdc_kind")
-    exists = F.col("_t_order").isNotNull()
-    newer = exists & (order > F.col("_t_order"))
+    exists = "_t_order IS NOT NULL"
+    newer = f"({exists} AND {ORDER_COLUMN} > _t_order)"
     # A soft-deleted row is there but not live: a newer insert revives it (an insert), a newer
     # delete only moves its order on (a delete of an absent key).
-    gone = newer & F.coalesce(F.col("_t_deleted"), F.lit(False)) if soft else F.lit(False)
+    gone = f"({newer} AND coalesce(_t_deleted, false))" if soft else "false"
+    is_delete = f"_cdc_kind = {literal(DELETE)}"
     action = (
-        F.when(gone, F.when(kind == DELETE, F.lit(DELETED_ABSENT)).otherwise(F.lit(INSERT)))
-        .when(newer, F.when(kind == DELETE, F.lit(DELETED)).otherwise(F.lit(UPDATE)))
-        .when(exists, F.lit(OLDER))
-        .when(F.col("_d_order").isNotNull() & (order <= F.col("_d_order")), F.lit(OLDER))
-        .when(kind == UPSERT, F.lit(INSERT))
-        .otherwise(F.lit(DELETED_ABSENT))
+        f"CASE WHEN {gone} THEN"
+        f" CASE WHEN {is_delete} THEN {literal(DELETED_ABSENT)} ELSE {literal(INSERT)} END"
+        f" WHEN {newer} THEN"
+        f" CASE WHEN {is_delete} THEN {literal(DELETED)} ELSE {literal(UPDATE)} END"
+        f" WHEN {exists} THEN {literal(OLDER)}"
+        f" WHEN _d_order IS NOT NULL AND {ORDER_COLUMN} <= _d_order THEN {literal(OLDER)}"
+        f" WHEN _cdc_kind = {literal(UPSERT)} THEN {literal(INSERT)}"
+        f" ELSE {literal(DELETED_ABSENT)} END"
     )
-    return joined.withColumn("_action", action).withColumn(
-        "_had_tombstone", F.col("_d_order").isNotNull()
+    return sql_text.select(
+        joined, ["*", f"{action} AS _action", "_d_order IS NOT NULL AS _had_tombstone"]
     )
 
 
@@ -259,11 +266,11 @@ ActionCounts = dict[tuple[str, bool], tuple[int, int]]
 def action_counts(classified: DataFrame, *by: str) -> dict[tuple[object, ...], ActionCounts]:
     """How many keys, and changes, each classification has; one job, per value of ``by``."""
     counts: dict[tuple[object, ...], ActionCounts] = {}
-    rows = (
-        classified.groupBy(*by, "_action", "_had_tombstone")
-        .agg(F.count(F.lit(1)).alias("keys"), F.sum("_changes").alias("changes"))
-        .collect()
-    )
+    rows = sql_text.aggregate(
+        classified,
+        [*(sql_text.name(column) for column in by), "_action", "_had_tombstone"],
+        ["count(1) AS keys", "sum(_changes) AS changes"],
+    ).collect()
     for r in rows:
         mine = counts.setdefault(tuple(r[b] for b in by), {})
         mine[(r["_action"], r["_had_tombstone"])] = (r["keys"], r["changes"])

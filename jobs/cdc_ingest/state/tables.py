@@ -6,6 +6,7 @@ import re
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from cdc_ingest import sql_text
 from cdc_ingest.contract import ColumnType
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def quote(name: str) -> str:
 
 def sql_string(text: str) -> str:
     """A Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return sql_text.literal(text)
 
 
 def qualified(catalog: str, namespace: str, table: str) -> str:
