@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from cdc_ingest import sql_text
 from cdc_ingest.contract import ColumnType
+from cdc_ingest.sql_text import literal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -55,9 +56,14 @@ IMAGE_SAMPLE = (
 _NON_NUMERIC_TOKEN = r"([:\[,]\s*)(?:NaN|[+-]?Infinity|[+-]INF)(?=\s*[,}\]])"
 
 
-def _image_json(text: Column, decoder: Decoder) -> Column:
-    readable = F.regexp_replace(text, _NON_NUMERIC_TOKEN, "$10.0")
-    return F.coalesce(*[F.get_json_object(readable, p) for p in decoder.image_json_paths])
+_ARRAY_BRACKETS = literal(r"^\[|\]$")
+
+
+def _image_json(text: str, decoder: Decoder) -> str:
+    """The row image's JSON in the message text ``text`` (SQL text), or null."""
+    readable = f"regexp_replace({text}, {literal(_NON_NUMERIC_TOKEN)}, '$10.0')"
+    paths = [f"get_json_object({readable}, {literal(p)})" for p in decoder.image_json_paths]
+    return f"coalesce({', '.join(paths)})"
 
 
 def _json_schema(spark: SparkSession, lines: DataFrame) -> T.StructType:
@@ -117,45 +123,42 @@ class TypeInference:
         images are taken: the same deterministic choice for every run of the batch, at most one
         file's share more than the sample size, and no sort.
         """
-        ok = F.col("_cdc_error").isNull() & F.col(SAMPLE_COLUMN).isNotNull()
-        candidates = self.batch.where(ok & F.col("_cdc_target").isNotNull())
-        counts = (
-            candidates.groupBy("_cdc_target", "_cdc_file_idx")
-            .agg(F.count(F.lit(1)).alias("n"))
-            .collect()
-        )
+        ok = f"_cdc_error IS NULL AND {SAMPLE_COLUMN} IS NOT NULL"
+        candidates = self.batch.where(f"{ok} AND _cdc_target IS NOT NULL")
+        counts = sql_text.aggregate(
+            candidates, ["_cdc_target", "_cdc_file_idx"], ["count(1) AS n"]
+        ).collect()
         per_table: dict[str, list[tuple[int, int]]] = {}
         for row in counts:
             per_table.setdefault(row["_cdc_target"], []).append((row["_cdc_file_idx"], row["n"]))
         whole: list[str] = []  # tables with fewer sampled images than the sample size
-        partial: list[Column] = []
+        partial: list[str] = []
         for table, files in sorted(per_table.items()):
             taken = 0
             for file_idx, n in sorted(files):
                 taken += n
                 if taken >= INFERENCE_SAMPLE:
                     partial.append(
-                        (F.col("_cdc_target") == table) & (F.col("_cdc_file_idx") <= file_idx)
+                        f"(_cdc_target = {literal(table)} AND _cdc_file_idx <= {file_idx})"
                     )
                     break
             else:
                 whole.append(table)
         if not per_table:
             return {}
-        image = _image_json(F.col(SAMPLE_COLUMN), self.decoder)
-        picked = F.col("_cdc_target").isin(*whole) if whole else F.lit(False)
-        for condition in partial:
-            picked = picked | condition
-        sample = (
-            candidates.where(picked)
-            .select("_cdc_target", image.alias("image"))
-            .where(F.col("image").startswith("{"))
+        picked = " OR ".join(
+            [
+                f"_cdc_target IN ({', '.join(literal(t) for t in whole)})" if whole else "false",
+                *partial,
+            ]
         )
+        image = _image_json(SAMPLE_COLUMN, self.decoder)
+        sample = sql_text.select(
+            candidates.where(picked), ["_cdc_target", f"{image} AS image"]
+        ).where("startswith(image, '{')")
         # The table's name as a JSON string, quotes and backslashes escaped: ["name"] unwrapped.
-        name = F.regexp_replace(F.to_json(F.array("_cdc_target")), r"^\[|\]$", "")
-        wrapped = sample.select(
-            F.concat(F.lit("{"), name, F.lit(":"), F.col("image"), F.lit("}")).alias("value")
-        )
+        name = f"regexp_replace(to_json(array(_cdc_target)), {_ARRAY_BRACKETS}, '')"
+        wrapped = sql_text.select(sample, [f"concat('{{', {name}, ':', image, '}}') AS value"])
         schema = _json_schema(self.spark, wrapped)
         return {f.name: f.dataType for f in schema.fields if isinstance(f.dataType, T.StructType)}
 
@@ -165,7 +168,7 @@ class TypeInference:
         late = F.exists(F.map_keys("image"), lambda c: c.isin(*missing))
         if not self.batch.where(mine & late).limit(1).count():
             return {}
-        image = _image_json(F.col("value"), self.decoder)
+        image = F.expr(_image_json("value", self.decoder))
         texts = (
             self.records.where(mine & late)
             .select(image.alias("value"))
