@@ -24,7 +24,9 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from cdc_ingest import sql_text
 from cdc_ingest.landing.zones import LandedFile, S3Access, iter_lines, read_bytes, s3_etag
+from cdc_ingest.sql_text import literal
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -249,45 +251,47 @@ def to_records(lines: DataFrame, envelope: str) -> DataFrame:
     object arrives as its JSON text, a JSON string as the string itself.
     """
     if envelope == "kafka":
-        env = F.from_json(
-            "raw",
-            KAFKA_ENVELOPE_SCHEMA,
-            {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"},
+        options = "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE')"
+        with_env = sql_text.select(
+            lines, ["*", f"from_json(raw, {literal(KAFKA_ENVELOPE_SCHEMA)}, {options}) AS _env"]
         )
-        with_env = lines.withColumn("_env", env)
-        e = F.col("_env")
-        envelope_error = F.when(
-            F.col("raw").isNotNull() & e.getField("_corrupt").isNotNull(),
-            F.when(
-                F.get_json_object("raw", "$").isNull(), F.lit("line is not valid JSON")
-            ).otherwise(
-                F.lit("line is not a Kafka record envelope {topic, partition, offset, key, value}")
-            ),
-        ).when(
-            e.getField("topic").isNull() | e.getField("offset").isNull(),
-            F.lit("Kafka record envelope lacks topic or offset"),
+        not_envelope = literal(
+            "line is not a Kafka record envelope {topic, partition, offset, key, value}"
         )
-        return with_env.select(
+        envelope_error = (
+            "CASE WHEN raw IS NOT NULL AND _env.`_corrupt` IS NOT NULL THEN"
+            " CASE WHEN get_json_object(raw, '$') IS NULL THEN 'line is not valid JSON'"
+            f" ELSE {not_envelope} END"
+            " WHEN _env.`topic` IS NULL OR _env.`offset` IS NULL"
+            " THEN 'Kafka record envelope lacks topic or offset' END"
+        )
+        return sql_text.select(
+            with_env,
+            [
+                "_cdc_file_idx",
+                "_cdc_line",
+                "raw",
+                "_env.`key` AS key",
+                "_env.`value` AS value",
+                "_env.`topic` AS kafka_topic",
+                "CAST(_env.`partition` AS INT) AS kafka_partition",
+                "CAST(_env.`offset` AS BIGINT) AS kafka_offset",
+                "CAST(_env.`timestamp` AS BIGINT) AS kafka_timestamp",
+                f"coalesce(read_error, {envelope_error}) AS read_error",
+            ],
+        )
+    return sql_text.select(
+        lines,
+        [
             "_cdc_file_idx",
             "_cdc_line",
             "raw",
-            e.getField("key").alias("key"),
-            e.getField("value").alias("value"),
-            e.getField("topic").alias("kafka_topic"),
-            e.getField("partition").cast("int").alias("kafka_partition"),
-            e.getField("offset").cast("bigint").alias("kafka_offset"),
-            e.getField("timestamp").cast("bigint").alias("kafka_timestamp"),
-            F.coalesce("read_error", envelope_error).alias("read_error"),
-        )
-    return lines.select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "raw",
-        F.lit(None).cast("string").alias("key"),
-        F.col("raw").alias("value"),
-        F.lit(None).cast("string").alias("kafka_topic"),
-        F.lit(None).cast("int").alias("kafka_partition"),
-        F.lit(None).cast("bigint").alias("kafka_offset"),
-        F.lit(None).cast("bigint").alias("kafka_timestamp"),
-        "read_error",
+            "CAST(NULL AS STRING) AS key",
+            "raw AS value",
+            "CAST(NULL AS STRING) AS kafka_topic",
+            "CAST(NULL AS INT) AS kafka_partition",
+            "CAST(NULL AS BIGINT) AS kafka_offset",
+            "CAST(NULL AS BIGINT) AS kafka_timestamp",
+            "read_error",
+        ],
     )
