@@ -61,6 +61,14 @@ def select(frame: DataFrame, expressions: list[str]) -> DataFrame:
     return DataFrame(frame._jdf.selectExpr(columns), frame.sparkSession)
 
 
+def with_columns(frame: DataFrame, expressions: list[str]) -> DataFrame:
+    """``frame`` with each of ``expressions`` (``... AS name``) added in a projection of its own,
+    so that each later one reads the earlier ones as columns instead of evaluating them again."""
+    for expression in expressions:
+        frame = select(frame, ["*", expression])
+    return frame
+
+
 def aggregate(frame: DataFrame, keys: list[str], aggregates: list[str]) -> DataFrame:
     """``SELECT keys, aggregates FROM frame GROUP BY keys`` (each key ``expression AS name``), in
     four py4j calls: through a temporary view of a name of its own, dropped once Spark has

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply.keyed import typed_changes, typing_errors
+from cdc_ingest.apply.typed_changes import typed_changes, typing_errors
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.state.summary import TableSummary

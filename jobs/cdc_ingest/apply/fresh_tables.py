@@ -28,11 +28,10 @@ from cdc_ingest.apply.keyed import (
     action_counts,
     classify,
     newest_changes,
-    raw_value,
     table_summary,
-    typed_select,
 )
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
+from cdc_ingest.apply.typed_changes import raw_value, typed_select
 from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage

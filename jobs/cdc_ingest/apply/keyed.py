@@ -28,16 +28,14 @@ from cdc_ingest.apply.keyed_writes import (
     merge_target,
     merge_tombstones,
 )
+from cdc_ingest.apply.typed_changes import typed_changes, typing_errors
 from cdc_ingest.apply.update_images import (
-    KEEP_COLUMN,
     MOVED_COLUMN,
     fill_unsent,
     with_old_key_deletes,
 )
-from cdc_ingest.changes.resolve import BATCH_TEXT
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.target import TargetTable
-from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
@@ -59,105 +57,6 @@ OUTCOMES = (
     "key_changes",
     "deletes_ignored",
 )
-
-
-def raw_value(name: str, keyed: bool | str) -> str:
-    """A column's text (SQL text): from the image, or for a key column (where ``keyed`` holds, a
-    condition in SQL text) from the message's key values first."""
-    image = f"element_at(image, {literal(name)})"
-    if keyed is False:
-        return image
-    key_value = f"coalesce(element_at(key_values, {literal(name)}), {image})"
-    return key_value if keyed is True else f"CASE WHEN {keyed} THEN {key_value} ELSE {image} END"
-
-
-def typed_select(
-    frame: DataFrame,
-    values: list[str],
-    errors: list[str],
-    leading: list[str] | None = None,
-    trailing: list[str] | None = None,
-) -> DataFrame:
-    """The typed frame's columns: where each change comes from (after the ``leading`` columns),
-    its typed ``values`` (SQL text), its change columns (``_cdc_batch_id`` from the batch's text,
-    see ``BATCH_TEXT``), ``_type_error``, the first of ``errors`` (null when every value fits),
-    and the ``trailing`` expressions."""
-    error = ", ".join([*errors, "CAST(NULL AS STRING)"])
-    return sql_text.select(
-        frame,
-        [
-            *(sql_text.name(column) for column in leading or []),
-            "_cdc_file_idx",
-            "_cdc_line",
-            "row_in_message",
-            "_cdc_kind",
-            "_cdc_key",
-            "_cdc_source",
-            *values,
-            f"_cdc_order AS {ORDER_COLUMN}",
-            "op AS _cdc_op",
-            f"CAST({BATCH_TEXT} AS BIGINT) AS _cdc_batch_id",
-            f"coalesce({error}) AS _type_error",
-            *(trailing or []),
-        ],
-    )
-
-
-def typed_changes(changes: DataFrame, target: TargetTable) -> DataFrame:
-    """This table's changes with typed columns and ``_type_error`` for values that don't fit."""
-    values: list[str] = []
-    errors: list[str] = []
-    kept: list[str] = []
-    for name, ctype in target.columns.items():
-        raw = raw_value(name, name in target.keys)
-        if target.unavailable_values and name not in target.keys:
-            placeholders = ", ".join(literal(v) for v in target.unavailable_values)
-            missing = f"{raw} IN ({placeholders})"
-            kept.append(f"CASE WHEN {missing} THEN {literal(name)} END")
-            raw = f"CASE WHEN NOT ({missing}) THEN {raw} END"
-        typed = typed_value(raw, ctype)
-        values.append(f"{typed} AS {sql_text.name(name)}")
-        errors.append(column_error(name, raw, typed, ctype))
-    for refused, why in target.refused_columns.items():
-        refusal = (
-            f"CASE WHEN array_contains(map_keys(image), {literal(refused)}) THEN {literal(why)} END"
-        )
-        errors.insert(0, refusal)
-    moved = [MOVED_COLUMN] if MOVED_COLUMN in changes.columns else []
-    frame = typed_select(
-        changes.where(f"_cdc_target = {literal(target.name)}"),
-        values,
-        errors,
-        leading=moved,
-        trailing=[f"array_compact(array({', '.join(kept)})) AS {KEEP_COLUMN}"] if kept else [],
-    )
-    if not target.computed:
-        return frame
-    # Computed over the typed source columns, so ``year(created_at)`` sees a date, not text.
-    return frame.select(
-        "*",
-        *[
-            F.expr(expression).cast(ctype.spark_type).alias(name)
-            for name, (expression, ctype) in target.computed.items()
-        ],
-    )
-
-
-def typing_errors(typed: DataFrame, target: TargetTable) -> DataFrame:
-    """The dead letters of ``typed_changes``: where, why, and from which table to which.
-
-    The delete of a moved row's old key is not a message of its own: its errors are not.
-    """
-    if MOVED_COLUMN in typed.columns:
-        typed = typed.where(~F.col(MOVED_COLUMN))
-    return typed.where(F.col("_type_error").isNotNull()).select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "row_in_message",
-        F.col("_type_error").alias("reason"),
-        F.col("_cdc_source").alias("source_table"),
-        F.lit(target.name).alias("target_table"),
-    )
 
 
 def newest_changes(

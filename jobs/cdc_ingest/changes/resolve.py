@@ -136,17 +136,12 @@ def resolve_changes(
     known = f"coalesce({configured_keys(pipeline)}, key_names)"
     if keyless_append_only:
         known = f"coalesce({known}, CAST(array() AS ARRAY<STRING>))"
-    keyed = sql_text.select(decoded, ["*", f"{known} AS _cdc_keys"])
     first = "element_at(_cdc_keys, 1)"
     # Most tables have a one-column key: it skips the (interpreted) lambda function.
     single = "size(_cdc_keys) = 1"
     raw_key = (
         f"CASE WHEN {single} THEN array(_first_key)"
         f" ELSE transform(_cdc_keys, _k -> {_value('_k')}) END"
-    )
-    keyed = sql_text.select(
-        sql_text.select(keyed, ["*", f"{_value(first)} AS _first_key"]),
-        ["*", f"{raw_key} AS _raw_key"],
     )
     # An update whose before image holds another key moved the row: the old key is deleted
     # (see apply.update_images). Canal's ``old`` holds only changed columns: the rest are as after.
@@ -159,9 +154,15 @@ def resolve_changes(
         f"CASE WHEN {updates} AND {single} THEN array(_old_first)"
         f" WHEN {updates} THEN transform(_cdc_keys, _k -> {old_value}) END"
     )
-    keyed = sql_text.select(
-        sql_text.select(keyed, ["*", f"{old_first} AS _old_first"]),
-        ["*", f"{old_raw_key} AS _old_raw_key"],
+    keyed = sql_text.with_columns(
+        decoded,
+        [
+            f"{known} AS _cdc_keys",
+            f"{_value(first)} AS _first_key",
+            f"{raw_key} AS _raw_key",
+            f"{old_first} AS _old_first",
+            f"{old_raw_key} AS _old_raw_key",
+        ],
     )
     moved = f"{updates} AND size(array_compact(_old_raw_key)) = size(_cdc_keys)"
     # Equal key values are equal key texts: comparing the values spares rendering the old key's

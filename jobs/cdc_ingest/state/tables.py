@@ -73,7 +73,7 @@ SYSTEM_TABLES: dict[str, str] = {
 
 def quote(name: str) -> str:
     """A Spark SQL identifier, backquoted."""
-    return "`" + name.replace("`", "``") + "`"
+    return sql_text.name(name)
 
 
 def sql_string(text: str) -> str:
