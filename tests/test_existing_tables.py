@@ -313,3 +313,27 @@ def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lak
     assert lake.rows("orders") == [{"id": 1, "v": "a2"}, {"id": 4, "v": "d2"}]
     assert lake.rows("items") == [{"id": 1, "v": "x3"}]
     assert _outcomes(third)["items"] == (2, 0, 1, 0, 0, 1, 0, 0)
+
+
+def test_a_small_table_read_for_its_classification_is_rewritten_without_loading_it_again(
+    lake, monkeypatch
+):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    _two_small_tables(lake)
+    loaded: list[str] = []
+    load_table = SqlCatalog.load_table
+
+    def counted(catalog: Any, identifier: Any) -> Any:
+        loaded.append(identifier[-1] if isinstance(identifier, tuple) else identifier)
+        return load_table(catalog, identifier)
+
+    monkeypatch.setattr(SqlCatalog, "load_table", counted)
+    summary = lake.run("shop")
+
+    assert _snapshots(lake, "orders")[-1][0] == "overwrite"
+    assert _outcomes(summary)["orders"] == (3, 1, 1, 1, 0, 0, 0, 0)
+    # Each table is loaded for its preparation (columns, properties), for its classification's
+    # read of keys and orders, and by the catalog checking the rewrite's commit against the
+    # current metadata; the rewrite itself reuses the second (four loads each before).
+    assert sorted(n for n in loaded if n in ("orders", "items")) == ["items"] * 3 + ["orders"] * 3

@@ -46,12 +46,13 @@ def transaction_of(table: Any) -> Any:
 _REUSING_TRANSACTION: Any = None
 
 
-def rows_of(table: Any, tasks: list[Any]) -> pa.Table:
-    """The rows of ``tasks`` (a snapshot's planned data files) as Arrow, in the table's schema."""
+def rows_of(table: Any, tasks: list[Any], schema: Any) -> pa.Table:
+    """The rows of ``tasks`` (a snapshot's planned data files) as Arrow, in ``schema`` (the
+    table's, or a projection of it)."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
 
-    scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
+    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
     return scan.to_table(tasks)
 
 
