@@ -79,6 +79,31 @@ def test_a_commit_while_a_small_table_is_rewritten_sends_it_to_the_guarded_merge
     assert lake.rows("items") == [{"id": 1, "v": "j"}]
 
 
+
+def test_a_commit_between_a_tables_preparation_and_its_classification_is_kept(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+
+    _two_tables_and_their_updates(lake)
+    # The classification reads the table as its preparation loaded it, before this commit: the
+    # rewrite's commit must not drop the other writer's newer row.
+    read_columns = ArrowCatalog.read_columns
+    wrote: list[bool] = []
+
+    def another_writer_first(catalog: ArrowCatalog, identifier: str, *args: Any) -> Any:
+        if identifier.endswith("orders`") and not wrote:
+            _another_writer_updates_order_1(lake)
+            wrote.append(True)
+        return read_columns(catalog, identifier, *args)
+
+    monkeypatch.setattr(ArrowCatalog, "read_columns", another_writer_first)
+    lake.run("shop")
+
+    assert wrote == [True]
+    assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
+    assert lake.rows("items") == [{"id": 1, "v": "j"}]
+
 def _another_writer_commits_after_classifying(
     lake: Lake, monkeypatch: pytest.MonkeyPatch, module: Any
 ) -> list[bool]:

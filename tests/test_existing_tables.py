@@ -315,7 +315,7 @@ def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lak
     assert _outcomes(third)["items"] == (2, 0, 1, 0, 0, 1, 0, 0)
 
 
-def test_a_small_table_read_for_its_classification_is_rewritten_without_loading_it_again(
+def test_a_small_table_is_prepared_read_and_rewritten_from_one_load(
     lake, monkeypatch
 ):
     from pyiceberg.catalog.sql import SqlCatalog
@@ -333,7 +333,41 @@ def test_a_small_table_read_for_its_classification_is_rewritten_without_loading_
 
     assert _snapshots(lake, "orders")[-1][0] == "overwrite"
     assert _outcomes(summary)["orders"] == (3, 1, 1, 1, 0, 0, 0, 0)
-    # Each table is loaded for its preparation (columns, properties), for its classification's
-    # read of keys and orders, and by the catalog checking the rewrite's commit against the
-    # current metadata; the rewrite itself reuses the second (four loads each before).
-    assert sorted(n for n in loaded if n in ("orders", "items")) == ["items"] * 3 + ["orders"] * 3
+    # Each table is loaded for its preparation (columns, properties), which its classification's
+    # read of keys and orders and its rewrite reuse, and by the catalog checking the rewrite's
+    # commit against the current metadata (four loads each before).
+    assert sorted(n for n in loaded if n in ("orders", "items")) == ["items"] * 2 + ["orders"] * 2
+
+
+def test_a_column_added_to_a_small_table_in_a_group_is_written_by_its_rewrite(lake):
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            _canal("orders", "INSERT", {"id": 2, "v": "b"}, 11),
+            _canal("items", "INSERT", {"id": 1, "v": "x"}, 12),
+        ],
+    )
+    lake.run("shop")
+    wider = {**TEXT, "note": "VARCHAR(10)"}
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            canal_message("orders", "UPDATE", {"id": 1, "v": "a2", "note": "n1"}, 20, wider),
+            canal_message("orders", "INSERT", {"id": 3, "v": "c", "note": "n3"}, 21, wider),
+            _canal("items", "UPDATE", {"id": 1, "v": "x2"}, 22),
+        ],
+    )
+
+    lake.run("shop")
+
+    assert _snapshots(lake, "orders")[-1][0] == "overwrite"  # rewritten, not merged
+    assert lake.rows("orders") == [
+        {"id": 1, "v": "a2", "note": "n1"},
+        {"id": 2, "v": "b", "note": None},
+        {"id": 3, "v": "c", "note": "n3"},
+    ]
+    assert lake.rows("items") == [{"id": 1, "v": "x2"}]

@@ -250,6 +250,8 @@ def prepare_target(
         now = stored | {c: types[c].spark_type for c in new} | widened
         now |= {n: c.spark_type for n, c in added.items()}
         design_changes += evolve_design(spark, identifier, options, properties, now)
+        if arrow is not None and (new or widened or added or design_changes):
+            arrow.altered(identifier)  # its facts' load is older than these changes
     target = TargetTable(
         name=inventory.name,
         identifier=identifier,

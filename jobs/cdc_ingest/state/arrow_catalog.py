@@ -72,6 +72,9 @@ class ArrowCatalog:
         # Tables this object created, as created: their first append needs no load (4 of the
         # 20 ms of an append of a few hundred rows).
         self._created: dict[tuple[str, str], Any] = {}
+        # Tables ``table_facts`` loaded: the classification's read of their keys and orders
+        # (``read_columns``) starts from that load instead of loading them again.
+        self._loaded: dict[tuple[str, str], Any] = {}
         # Tables ``read_columns`` read, as loaded, with the snapshot and the data files it read:
         # their rewrite (``replace_rows``) at that snapshot needs no second load and scan planning
         # (about a third of a small table's rewrite).
@@ -101,6 +104,7 @@ class ArrowCatalog:
             engine.dispose()
         self._catalog = None
         self._created.clear()
+        self._loaded.clear()
         self._read.clear()
 
     def create_keyed(
@@ -199,6 +203,7 @@ class ArrowCatalog:
                 table = catalog.load_table((namespace, name))
             except NoSuchTableError:
                 return None
+        self._loaded[(namespace, name)] = table
         columns: dict[str, str] = {}
         for field in table.schema().fields:
             spark_type = _spark_type(field.field_type)
@@ -210,11 +215,21 @@ class ArrowCatalog:
         properties.pop("owner", None)  # reserved by Spark, which leaves it out of the listing
         return columns, properties
 
+    def altered(self, identifier: str) -> None:
+        """Drop what this object keeps of a table another API changed (columns, types, design):
+        its next read loads it again."""
+        _, namespace, name = _parts(identifier)
+        self._loaded.pop((namespace, name), None)
+        self._read.pop((namespace, name), None)
+
     def read_columns(
         self, identifier: str, columns: list[str], max_rows: int
     ) -> tuple[int, pa.Table] | None:
         """A small table's current snapshot id and its ``columns`` at that snapshot, read by
         pyiceberg: what ``replace_rows`` could rewrite (see there), else None (Spark reads it).
+        A table ``table_facts`` loaded is read as of that load: a commit by another writer since
+        then makes its rewrite fail the overwrite's validation (and its MERGE compare orders
+        again), as one after this read does.
 
         Raises:
             WarehouseWriteError: the catalog or the warehouse failed.
@@ -224,7 +239,9 @@ class ArrowCatalog:
             catalog = self._opened()
             if catalog is None:
                 return None
-            table = catalog.load_table((namespace, name))
+            table = self._loaded.pop((namespace, name), None)
+            if table is None:
+                table = catalog.load_table((namespace, name))
             snapshot = table.current_snapshot()
             if snapshot is None or not _rewritable(table, snapshot, max_rows):
                 return None
