@@ -13,20 +13,20 @@ The batch after that changes rows of those small tables: each is rewritten whole
 preparation compares are read from one pyiceberg load (``table_facts``) instead of two Spark calls.
 
 Only what pyiceberg makes exactly as Spark would is done this way: a keyed, unpartitioned,
-unsorted table of format version 2 whose columns are all of the types in ``_PRIMITIVES``, in a
-JDBC or REST catalog. Anything else, or a catalog pyiceberg cannot open here (its extra not
-installed), goes through Spark as before.
+unsorted table of format version 2 whose columns are all of the types ``iceberg_schema``
+converts, in a JDBC or REST catalog. Anything else, or a catalog pyiceberg cannot open here
+(its extra not installed), goes through Spark as before.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from cdc_ingest.state import copy_on_write
+from cdc_ingest.state.iceberg_schema import as_table_rows, iceberg_schema, spark_type_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -35,21 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Spark SQL type -> pyiceberg type name (pyiceberg.types), as Iceberg's SparkSchemaUtil converts.
-_PRIMITIVES = {
-    "bigint": "LongType",
-    "int": "IntegerType",
-    "string": "StringType",
-    "double": "DoubleType",
-    "float": "FloatType",
-    "boolean": "BooleanType",
-    "date": "DateType",
-    "timestamp": "TimestamptzType",
-    "timestamp_ntz": "TimestampType",
-    "binary": "BinaryType",
-}
-_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
-_ARRAY = re.compile(r"array<(\w+)>")
 # Catalogs whose default table location pyiceberg can be told to match: Iceberg's JdbcCatalog puts
 # a table at <warehouse>/<namespace>/<table> (pyiceberg's own default adds ".db"); a REST server
 # chooses for both.
@@ -123,7 +108,7 @@ class ArrowCatalog:
         """
         from pyiceberg.exceptions import TableAlreadyExistsError
 
-        schema = _schema(columns, keys)
+        schema = iceberg_schema(columns, keys)
         if schema is None:
             return None
         _, namespace, name = _parts(identifier)
@@ -175,7 +160,7 @@ class ArrowCatalog:
             if isinstance(rows, list):
                 arrow = pa.Table.from_pylist(rows, schema=table.schema().as_arrow())
             else:
-                arrow = _as_table_rows(rows, table.schema())
+                arrow = as_table_rows(rows, table.schema())
             # pyiceberg retries a commit that lost a race with another writer (a pipeline
             # sharing the namespace's system tables), as Iceberg's Java append does.
             with copy_on_write.transaction_of(table) as transaction:
@@ -206,7 +191,7 @@ class ArrowCatalog:
         self._loaded[(namespace, name)] = table
         columns: dict[str, str] = {}
         for field in table.schema().fields:
-            spark_type = _spark_type(field.field_type)
+            spark_type = spark_type_of(field.field_type)
             if spark_type is None:
                 return None
             columns[field.name] = spark_type
@@ -300,7 +285,7 @@ class ArrowCatalog:
             tasks = tasks or list(table.scan(snapshot_id=read_at).plan_files())
             rows = copy_on_write.rows_of(table, tasks, schema)
             kept = rows.filter(pc.invert(copy_on_write.key_in(rows, removed, keys)))
-            after = pa.concat_tables([_as_table_rows(kept, schema), _as_table_rows(added, schema)])
+            after = pa.concat_tables([as_table_rows(kept, schema), as_table_rows(added, schema)])
             try:
                 copy_on_write.overwrite(table, tasks, after, properties)
             except (CommitFailedException, ValidationException) as exc:
@@ -313,55 +298,6 @@ def _parts(identifier: str) -> list[str]:
     from cdc_ingest.state.tables import unquoted
 
     return unquoted(identifier)
-
-
-def _iceberg_type(spark_type: str, next_id: list[int]) -> Any:
-    import pyiceberg.types as types
-
-    if spark_type in _PRIMITIVES:
-        return getattr(types, _PRIMITIVES[spark_type])()
-    decimal = _DECIMAL.fullmatch(spark_type)
-    if decimal:
-        return types.DecimalType(int(decimal[1]), int(decimal[2]))
-    array = _ARRAY.fullmatch(spark_type)
-    if array and array[1] in _PRIMITIVES:
-        element_id = next_id[0]
-        next_id[0] += 1
-        return types.ListType(element_id, _iceberg_type(array[1], next_id), element_required=False)
-    return None
-
-
-def _spark_type(iceberg_type: Any) -> str | None:
-    """The Spark SQL name (``simpleString``) of a primitive, decimal or list-of-primitive type."""
-    import pyiceberg.types as types
-
-    if isinstance(iceberg_type, types.DecimalType):
-        return f"decimal({iceberg_type.precision},{iceberg_type.scale})"
-    if isinstance(iceberg_type, types.ListType):
-        element = _spark_type(iceberg_type.element_type)
-        is_primitive = element is not None and not element.startswith("array<")
-        return f"array<{element}>" if is_primitive else None
-    for spark_type, name in _PRIMITIVES.items():
-        if type(iceberg_type) is getattr(types, name):
-            return spark_type
-    return None
-
-
-def _schema(columns: dict[str, str], keys: tuple[str, ...]) -> Any:
-    """The schema Iceberg's SparkSchemaUtil gives these columns (top-level ids first, then nested
-    ones), or None for a type not in ``_PRIMITIVES`` (decimals and arrays of primitives aside)."""
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import NestedField
-
-    next_id = [len(columns) + 1]
-    fields = []
-    for number, (name, spark_type) in enumerate(columns.items(), start=1):
-        converted = _iceberg_type(spark_type.lower(), next_id)
-        if converted is None:
-            return None
-        fields.append(NestedField(number, name, converted, required=name in keys))
-    ids = [f.field_id for f in fields if f.name in keys]
-    return Schema(*fields, identifier_field_ids=ids)
 
 
 def _writes_as_spark(table: Any) -> bool:
@@ -381,19 +317,6 @@ def _rewritable(table: Any, snapshot: Any, max_rows: int) -> bool:
         and totals.get("total-delete-files") == "0"
         and int(totals.get("total-records") or max_rows + 1) <= max_rows
     )
-
-
-def _as_table_rows(rows: pa.Table, schema: Any) -> pa.Table:
-    """``rows`` in the table's column order and Arrow types (Spark's Arrow names list elements
-    and time zones its own way); a column the rows lack is null."""
-    import pyarrow as pa
-
-    wanted = schema.as_arrow()
-    columns = [
-        rows.column(f.name) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
-        for f in wanted
-    ]
-    return pa.Table.from_arrays(columns, names=wanted.names).cast(wanted)
 
 
 @contextmanager
