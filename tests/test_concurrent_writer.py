@@ -43,10 +43,13 @@ def test_a_row_another_writer_changed_after_the_classification_is_not_overwritte
 def test_a_row_another_writer_changed_is_kept_when_tables_are_classified_together(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdc_ingest.apply import existing_tables
+    from cdc_ingest.apply import fresh_tables
 
     _two_tables_and_their_updates(lake)
-    wrote = _another_writer_commits_after_classifying(lake, monkeypatch, existing_tables)
+    # A group of few changes is counted in the driver, from the rows its classification collected.
+    wrote = _another_writer_commits_after_classifying(
+        lake, monkeypatch, fresh_tables, "arrow_action_counts"
+    )
     lake.run("shop")
 
     assert wrote == [True]
@@ -79,7 +82,6 @@ def test_a_commit_while_a_small_table_is_rewritten_sends_it_to_the_guarded_merge
     assert lake.rows("items") == [{"id": 1, "v": "j"}]
 
 
-
 def test_a_commit_between_a_tables_preparation_and_its_classification_is_kept(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -104,12 +106,14 @@ def test_a_commit_between_a_tables_preparation_and_its_classification_is_kept(
     assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
     assert lake.rows("items") == [{"id": 1, "v": "j"}]
 
+
 def _another_writer_commits_after_classifying(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch, module: Any
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, module: Any, counts: str = "action_counts"
 ) -> list[bool]:
-    """Make ``module``'s classification counts, once, be followed by another writer's commit of a
-    newer row of ``orders`` key 1; returns a list that holds True once it has."""
-    counted = module.action_counts
+    """Make ``module``'s classification counts (its function ``counts``), once, be followed by
+    another writer's commit of a newer row of ``orders`` key 1; returns a list that holds True
+    once it has."""
+    counted = getattr(module, counts)
     wrote: list[bool] = []
 
     def then_another_writer_commits(*args: Any, **kwargs: Any) -> Any:
@@ -119,7 +123,7 @@ def _another_writer_commits_after_classifying(
             wrote.append(True)
         return counts
 
-    monkeypatch.setattr(module, "action_counts", then_another_writer_commits)
+    monkeypatch.setattr(module, counts, then_another_writer_commits)
     return wrote
 
 

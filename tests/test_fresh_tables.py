@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from cdc_ingest.apply import fresh_tables
 from cdc_ingest.apply.fresh_tables import GROUP_COLUMNS, FreshTable, fresh_groups
 from cdc_ingest.contract import ColumnType
 from cdc_ingest.schema.target import TargetTable
@@ -49,8 +50,14 @@ def _new_tables_batch() -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize("lake", [JDBC_FILE, REST_S3], indirect=True)
-def test_new_tables_of_one_batch_keep_their_own_outcomes(lake):
+# A group of few changes is collected by the job that classifies it; chunk_rows=2 makes this one
+# large enough to be kept in a local checkpoint and collected in chunks instead.
+@pytest.mark.parametrize(
+    ("lake", "chunk_rows"), [(JDBC_FILE, None), (REST_S3, None), (JDBC_FILE, 2)], indirect=["lake"]
+)
+def test_new_tables_of_one_batch_keep_their_own_outcomes(lake, chunk_rows, monkeypatch):
+    if chunk_rows:
+        monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", _new_tables_batch())
 

@@ -105,7 +105,7 @@ def apply_all_tables(
         batch.existing,
         decoder,
         batch.cached,
-        TypeInference(spark, batch.cached, batch.resolved, decoder),
+        TypeInference(spark, batch.cached, batch.resolved, decoder, inventory.sampled),
         TombstoneIndex(spark, qualified(batch.catalog, batch.namespace, TOMBSTONES)),
         batch.batch_id,
         summary.resumed,

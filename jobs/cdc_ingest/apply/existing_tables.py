@@ -8,25 +8,26 @@ whose columns agree and whose key is the same (``existing_groups``) share those:
 change per key is joined once with the union of their keys and orders (small tables' read by
 pyiceberg into one local relation, the others by one SQL statement, so that three hundred tables
 cost one analysis, not a growing plan per table) and with their tombstones,
-then counted in one job. Each table is still written by a commit of its own, carrying its counts,
-from the materialized classification: a small one (at most ``REWRITTEN_ROWS`` rows, no delete
+then counted in one job (``FreshGroup``'s: a group of few changes is collected and counted in the
+driver). Each table is still written by a commit of its own, carrying its counts, from the
+materialized classification: a small one (at most ``REWRITTEN_ROWS`` rows, no delete
 files) rewritten whole through pyiceberg from the group's changes collected as Arrow in one job
 (``state/copy_on_write``), any other merged. The group's tombstones are written in one commit.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.actions import DELETED, INSERT, UPDATE
+from cdc_ingest.apply.arrow_frames import arrow_frame, string_array
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.fresh_tables import TARGET, FreshGroup, FreshTable, fits_a_group, fresh_groups
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
     ActionCounts,
-    action_counts,
     newest_changes,
     table_summary,
     with_actions,
@@ -53,12 +54,6 @@ REWRITTEN_ROWS = 100_000
 READ_ROWS = 1_000_000
 
 
-def _strings(*values: str) -> pa.Array:
-    import pyarrow as pa
-
-    return pa.array(values, pa.string())
-
-
 def _named_rows(rows: pa.Table, name: str, keys: tuple[str, ...]) -> pa.Table:
     """A table's keys and orders as the classification joins them (``_t_`` names, its name)."""
     import pyarrow as pa
@@ -67,46 +62,6 @@ def _named_rows(rows: pa.Table, name: str, keys: tuple[str, ...]) -> pa.Table:
     columns += [rows.column(k) for k in keys] + [rows.column(ORDER_COLUMN)]
     names = ["_t_target", *(f"_t_{k}" for k in keys), "_t_order"]
     return pa.Table.from_arrays(columns, names=names)
-
-
-def arrow_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
-    """``rows`` as a Spark DataFrame, streamed to the JVM as Arrow batches, as
-    ``createDataFrame`` streams a pandas frame's (PySpark 3.5 takes no Arrow table)."""
-    import pyarrow as pa
-    from pyspark.sql import DataFrame
-    from pyspark.sql.pandas.serializers import ArrowStreamSerializer
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    fields = [pa.field(f.name, _small_offsets(f.type), f.nullable) for f in rows.schema]
-    rows = rows.cast(pa.schema(fields)).combine_chunks()
-    schema = from_arrow_schema(rows.schema)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-
-    def reader(path: str) -> Any:
-        return jvm.PythonSQLUtils.readArrowStreamFromFile(path)
-
-    def server() -> Any:
-        return jvm.ArrowIteratorServer()
-
-    batches = rows.to_batches() or [pa.RecordBatch.from_pylist([], schema=rows.schema)]
-    stream = spark.sparkContext._serialize_to_jvm(batches, ArrowStreamSerializer(), reader, server)
-    frame = jvm.PythonSQLUtils.toDataFrame(stream, schema.json(), spark._jsparkSession)
-    return DataFrame(frame, spark)
-
-
-def _small_offsets(arrow_type: pa.DataType) -> pa.DataType:
-    """The type with 32-bit offsets: pyiceberg reads strings, binaries and lists with 64-bit
-    ones, which Spark 3.5's Arrow conversion does not take."""
-    import pyarrow as pa
-
-    if pa.types.is_large_string(arrow_type):
-        return pa.string()
-    if pa.types.is_large_binary(arrow_type):
-        return pa.binary()
-    if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
-        return pa.list_(_small_offsets(arrow_type.value_type))
-    return arrow_type
 
 
 def applies_existing(target: TargetTable, created: bool, rows: int) -> bool:
@@ -179,11 +134,7 @@ class ExistingGroup(FreshGroup):
             joined = joined.join(deleted, on_tombstone, "left")
         else:
             joined = joined.withColumn("_d_order", F.lit(None).cast("array<bigint>"))
-        # Materialized by the count and read by every table's MERGE, with the lineage cut: a
-        # recomputation after a MERGE would classify against the new state (see keyed).
-        self._classified = with_actions(joined).localCheckpoint(eager=False)
-        with stage("type, collapse, classify"):
-            counts = action_counts(self._classified, TARGET)
+        counts = self._materialized(with_actions(joined))
         self._typed = typed
         for table in self.tables:
             name = table.target.name
@@ -240,7 +191,6 @@ class ExistingGroup(FreshGroup):
         """Write one table's classified changes, its counts on the commit (no commit when none
         changes a row): a small table rewritten through pyiceberg (``arrow``) where it can take
         it, else a MERGE."""
-        assert self._classified is not None, "classify first"
         target = table.target
         summary = self.summaries[target.name]
         if not self._written(target.name):
@@ -252,7 +202,7 @@ class ExistingGroup(FreshGroup):
                     return
         with commit_properties(self.spark, note), stage("merge into table"):
             moved = current_snapshot_id(self.spark, target.identifier) != self._read_at[target.name]
-            mine = self._classified.where(F.col(TARGET) == target.name)
+            mine = self._frame().where(F.col(TARGET) == target.name)
             merge_target(self.spark, mine, target, guarded=moved)
 
     def _rewrite(self, target: TargetTable, arrow: ArrowCatalog, note: dict[str, str]) -> bool:
@@ -263,8 +213,8 @@ class ExistingGroup(FreshGroup):
 
         changes = self._arrow_rows(target.name)
         action = changes.column("_action")
-        removed = changes.filter(pc.is_in(action, value_set=_strings(UPDATE, DELETED)))
-        added = changes.filter(pc.is_in(action, value_set=_strings(INSERT, UPDATE)))
+        removed = changes.filter(pc.is_in(action, value_set=string_array(UPDATE, DELETED)))
+        added = changes.filter(pc.is_in(action, value_set=string_array(INSERT, UPDATE)))
         return arrow.replace_rows(
             target.identifier,
             self._read_at[target.name],
@@ -279,7 +229,6 @@ class ExistingGroup(FreshGroup):
         """One ``_cdc_tombstones`` commit for the ``applied`` tables' deletes (and the inserts
         that clear a tombstone); returns the tables that have tombstones now. Tables that merged
         nothing note their counts on it."""
-        assert self._classified is not None, "classify first"
         changing = [
             n
             for n in applied
@@ -296,7 +245,7 @@ class ExistingGroup(FreshGroup):
             if not ((s := self.summaries[n]).inserted or s.updated or s.deleted)
         ]
         properties = notes_properties(self.batch_id, notes) if notes else {}
-        mine = self._classified.where(F.col(TARGET).isin(*changing))
+        mine = self._frame().where(F.col(TARGET).isin(*changing))
         first = self.tables[0].target
         with commit_properties(self.spark, properties):
             if any(n in self._with_tombstones for n in changing):

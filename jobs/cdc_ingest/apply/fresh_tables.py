@@ -8,9 +8,10 @@ whose columns agree (each name has one type in all of them), up to ``GROUP_COLUM
 all, share one plan, one shuffle and one count. Each table's rows are still appended by a commit
 of its own, carrying its counts (``commit_notes``), so that a failure stays with its table and a
 resumed batch reports what the first attempt did; the rows of the group's tables are collected as
-Arrow in one job and each table's appended through pyiceberg (``state/arrow_catalog``) where it can,
-rather than by a Spark job per table. The group's tombstones (deletes of keys the tables never
-held) go into ``_cdc_tombstones`` in one commit.
+Arrow (a group of at most ``CHUNK_ROWS`` changes by the job that classifies it, and counted in the
+driver) and each table's appended through pyiceberg (``state/arrow_catalog``) where it can, rather
+than by a Spark job per table. The group's tombstones (deletes of keys the tables never held) go
+into ``_cdc_tombstones`` in one commit.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
 from cdc_ingest.apply.actions import INSERT
+from cdc_ingest.apply.arrow_frames import arrow_frame, collect_arrow, string_array
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
+    ActionCounts,
     action_counts,
+    arrow_action_counts,
     classify,
     newest_changes,
     table_summary,
@@ -122,6 +126,7 @@ class FreshGroup:
         self.summaries: dict[str, TableSummary] = {}
         self._typed: DataFrame | None = None
         self._classified: DataFrame | None = None
+        self._rows: pa.Table | None = None  # the whole classification, if collected
         self._collected: dict[str, pa.Table] = {}  # collected, not yet written
 
     def classify(self, changes: DataFrame) -> None:
@@ -136,16 +141,34 @@ class FreshGroup:
         classified = classify(
             self.spark, newest, self.tables[0].target, table_rows=False, tombstones=False
         )
-        # Materialized by the count, and read by each table's append (see keyed.apply_table).
-        self._classified = classified.localCheckpoint(eager=False)
-        with stage("type, collapse, classify"):
-            counts = action_counts(self._classified, TARGET)
+        counts = self._materialized(classified)
         self._typed = typed
         for table in self.tables:
             name = table.target.name
             summary = table_summary(name, counts.get((name,), {}), table.rows)
             summary.created = True
             self.summaries[name] = summary
+
+    def _materialized(self, classified: DataFrame) -> dict[tuple[object, ...], ActionCounts]:
+        """Materialize the classification (its lineage cut: recomputed after a write, it would
+        classify against the new state) and count it per table. A group of at most
+        ``CHUNK_ROWS`` changes is collected as Arrow by the job that classifies it and counted in
+        the driver: for a small batch, the local checkpoint, the counting job and the collecting
+        job were most of its apply stage. A larger one is kept in a local checkpoint, counted by
+        a job and collected in chunks for pyiceberg's writes."""
+        with stage("type, collapse, classify"):
+            if sum(t.rows for t in self.tables) <= CHUNK_ROWS:
+                self._rows = collect_arrow(classified)
+                return arrow_action_counts(self._rows, TARGET)
+            self._classified = classified.localCheckpoint(eager=False)
+            return action_counts(self._classified, TARGET)
+
+    def _frame(self) -> DataFrame:
+        """The classification as a Spark frame (the collected rows as a local relation)."""
+        if self._classified is None:
+            assert self._rows is not None, "classify first"
+            self._classified = arrow_frame(self.spark, self._rows)
+        return self._classified
 
     def _typed_changes(self, changes: DataFrame) -> DataFrame:
         values: list[str] = []
@@ -164,7 +187,6 @@ class FreshGroup:
     def write(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> None:
         """Append one table's inserts, its counts on the commit: through pyiceberg (``arrow``)
         where it can take the table, else by a Spark job."""
-        assert self._classified is not None, "classify first"
         target = table.target
         summary = self.summaries[target.name]
         if not summary.inserted:
@@ -176,7 +198,7 @@ class FreshGroup:
                     return
         with commit_properties(self.spark, note), stage("append to created table"):
             # Fewer than GROUP_ROWS rows: one task writes them as one file (not one per part).
-            mine = self._classified.where(F.col(TARGET) == target.name).coalesce(1)
+            mine = self._frame().where(F.col(TARGET) == target.name).coalesce(1)
             append_target(mine, target, self.batch_id)
 
     # The actions whose rows a table's write takes (``_arrow_rows``).
@@ -186,17 +208,26 @@ class FreshGroup:
         return self.summaries[name].inserted
 
     def _arrow_rows(self, name: str) -> pa.Table:
-        """The table's rows of the ``WRITTEN`` actions as Arrow (with ``_action``), collected
-        with those of the tables after it (in the group's order, up to ``CHUNK_ROWS`` rows) in
-        one job."""
+        """The table's rows of the ``WRITTEN`` actions as Arrow (with ``_action``): from the
+        collected classification, or collected with those of the tables after it (in the group's
+        order, up to ``CHUNK_ROWS`` rows) in one job."""
         if name not in self._collected:
-            self._collected = self._collect_written(name)
+            self._collected = (
+                self._written_of_all() if self._rows is not None else self._collect_written(name)
+            )
         return self._collected.pop(name)
 
-    def _collect_written(self, first: str) -> dict[str, pa.Table]:
+    def _written_of_all(self) -> dict[str, pa.Table]:
         import pyarrow.compute as pc
 
-        assert self._classified is not None, "classify first"
+        assert self._rows is not None
+        action = self._rows.column("_action")
+        written = self._rows.filter(pc.is_in(action, value_set=string_array(*self.WRITTEN)))
+        columns = dict.fromkeys(c for t in self.tables for c in t.target.written_columns)
+        return _by_table(written.select([*columns, *WRITE_COLUMNS, TARGET]))
+
+    def _collect_written(self, first: str) -> dict[str, pa.Table]:
+        classified = self._frame()
         names = [t.target.name for t in self.tables]
         chunk: list[FreshTable] = []
         rows = 0
@@ -212,31 +243,16 @@ class FreshGroup:
         chosen = ", ".join(literal(t.target.name) for t in chunk)
         actions = ", ".join(literal(action) for action in self.WRITTEN)
         inserts = sql_text.select(
-            self._classified.where(f"{TARGET} IN ({chosen}) AND _action IN ({actions})"),
-            [
-                *(sql_text.name(column) for column in columns),
-                ORDER_COLUMN,
-                "_cdc_op",
-                "_cdc_batch_id",
-                "_action",
-                TARGET,
-            ],
+            classified.where(f"{TARGET} IN ({chosen}) AND _action IN ({actions})"),
+            [*(sql_text.name(column) for column in columns), *WRITE_COLUMNS, TARGET],
         )
         with stage("collect rows of grouped tables"):
-            collected = _collect_arrow(inserts).sort_by(TARGET)
-        parts: dict[str, pa.Table] = {}
-        offset = 0
-        for counted in pc.value_counts(collected.column(TARGET)).to_pylist():
-            size = counted["counts"]
-            parts[counted["values"]] = collected.slice(offset, size).drop_columns([TARGET])
-            offset += size
-        return parts
+            return _by_table(collect_arrow(inserts))
 
     def write_tombstones(self, applied: set[str]) -> list[str]:
         """One ``_cdc_tombstones`` commit for the deletes of the ``applied`` tables; returns the
         tables that have tombstones now. Tables without inserts of their own note their counts on
         it (a table with inserts noted them on its own commit)."""
-        assert self._classified is not None, "classify first"
         tombstones = self.tables[0].target.tombstones
         deleting = [n for n in self.summaries if n in applied and self.summaries[n].deleted_absent]
         if not deleting:
@@ -248,7 +264,7 @@ class FreshGroup:
         ]
         properties = notes_properties(self.batch_id, notes) if notes else {}
         with commit_properties(self.spark, properties), stage("append first tombstones"):
-            mine = self._classified.where(F.col(TARGET).isin(*deleting))
+            mine = self._frame().where(F.col(TARGET).isin(*deleting))
             append_tombstones(mine, tombstones, self.batch_id, F.col(TARGET))
         return deleting
 
@@ -274,12 +290,19 @@ class FreshGroup:
         return {f: getattr(summary, f) for f in OUTCOMES} | {"created": True}
 
 
-def _collect_arrow(rows: DataFrame) -> pa.Table:
-    """The rows in the driver as one Arrow table: one Spark job, no Python row objects."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
+# The columns a table's write takes besides its own (``_action`` tells rewrites what each row is).
+WRITE_COLUMNS = (ORDER_COLUMN, "_cdc_op", "_cdc_batch_id", "_action")
 
-    batches = rows._collect_as_arrow()
-    if not batches:
-        return to_arrow_schema(rows.schema).empty_table()
-    return pa.Table.from_batches(batches)
+
+def _by_table(rows: pa.Table) -> dict[str, pa.Table]:
+    """``rows`` split by their ``TARGET`` (dropped)."""
+    import pyarrow.compute as pc
+
+    rows = rows.sort_by(TARGET)
+    parts: dict[str, pa.Table] = {}
+    offset = 0
+    for counted in pc.value_counts(rows.column(TARGET)).to_pylist():
+        size = counted["counts"]
+        parts[counted["values"]] = rows.slice(offset, size).drop_columns([TARGET])
+        offset += size
+    return parts

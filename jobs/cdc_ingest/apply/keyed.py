@@ -43,6 +43,7 @@ from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex, current_snapsh
 from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 # What a table's summary says about its changes (dead letters come from the batch, not the table).
@@ -175,6 +176,18 @@ def action_counts(classified: DataFrame, *by: str) -> dict[tuple[object, ...], A
         mine[(r["_action"], r["_had_tombstone"])] = (r["keys"], r["changes"])
     if not by:
         counts.setdefault((), {})
+    return counts
+
+
+def arrow_action_counts(classified: pa.Table, by: str) -> dict[tuple[object, ...], ActionCounts]:
+    """``action_counts`` of a classification collected as Arrow (per value of the column ``by``)."""
+    counted = classified.group_by([by, "_action", "_had_tombstone"]).aggregate(
+        [([], "count_all"), ("_changes", "sum")]
+    )
+    counts: dict[tuple[object, ...], ActionCounts] = {}
+    for r in counted.to_pylist():
+        mine = counts.setdefault((r[by],), {})
+        mine[(r["_action"], r["_had_tombstone"])] = (r["count_all"], r["_changes_sum"])
     return counts
 
 

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, Row
 from cdc_ingest import sql_text
 from cdc_ingest.changes.resolve import BATCH_TEXT
 from cdc_ingest.contract import DDL, DELETE, DUPLICATE, EXCLUDED, NOOP, UPSERT
-from cdc_ingest.schema.inference import IMAGE_SAMPLE
+from cdc_ingest.schema.inference import IMAGE_SAMPLE, SAMPLE_COLUMN
 from cdc_ingest.schema.target import TargetInventory
 from cdc_ingest.sql_text import literal
 from cdc_ingest.state.summary import RunSummary
@@ -48,6 +48,8 @@ class Inventory:
     tableless_keys: tuple[str, ...] = ()
     # Tables with before halves of two-message updates in the batch (see update_images).
     before_halves: set[str] = field(default_factory=set)
+    # Images type inference may sample, per table and file (see ``schema.inference``).
+    sampled: dict[str, dict[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,6 +147,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             f"({is_change} AND _cdc_unavailable) AS unavailable",
             f"({is_change} AND _cdc_old_key IS NOT NULL) AS moves_key",
             f"CASE WHEN {ok} AND _cdc_before_half THEN _cdc_target END AS before_half_of",
+            f"CASE WHEN {ok} AND {SAMPLE_COLUMN} IS NOT NULL THEN _cdc_target END AS sampled_for",
             "(row_in_message = 0) AS first_row",
         ],
         [
@@ -159,6 +162,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
     tableless, tableless_keys = 0, tuple[str, ...]()
     sources: dict[str, set[str]] = {}
     before_halves: set[str] = set()
+    sampled: dict[str, dict[int, int]] = {}
     for row in inventory_rows:
         stats.add(row)
         summary.records += row["count"]
@@ -170,6 +174,9 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             summary.dead_lettered += row["count"]
             continue
         summary.messages += row["count"]
+        if row["sampled_for"] is not None:
+            files = sampled.setdefault(row["sampled_for"], {})
+            files[row["_cdc_file_idx"]] = files.get(row["_cdc_file_idx"], 0) + row["count"]
         if row["_cdc_kind"] in (NOOP, DDL):
             summary.no_row_change += row["count"]
         if row["_cdc_kind"] == DDL:
@@ -196,7 +203,7 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             inv.hints.append(row["hint"])
     summary.deletes_without_table = tableless
     summary.merged_sources = _case_merges(sources)
-    return Inventory(inventories, rows, tableless, tableless_keys, before_halves)
+    return Inventory(inventories, rows, tableless, tableless_keys, before_halves, sampled)
 
 
 def _case_merges(sources: dict[str, set[str]]) -> dict[str, list[str]]:

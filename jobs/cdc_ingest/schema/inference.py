@@ -100,12 +100,20 @@ class TypeInference:
         records: the decoded batch, re-parsed only for columns that first appear past the lines
             the cached sample covers.
         decoder: the batch's format.
+        sampled: the images ``IMAGE_SAMPLE`` keeps, per table and file (counted by the batch's
+            first pass, ``changes.inventory``).
     """
 
     def __init__(
-        self, spark: SparkSession, batch: DataFrame, records: DataFrame, decoder: Decoder
+        self,
+        spark: SparkSession,
+        batch: DataFrame,
+        records: DataFrame,
+        decoder: Decoder,
+        sampled: dict[str, dict[int, int]],
     ) -> None:
         self.spark, self.batch, self.records, self.decoder = spark, batch, records, decoder
+        self.sampled = sampled
         self._sampled: dict[str, T.StructType] | None = None
 
     def types(self, target: str, wanted: set[str]) -> dict[str, ColumnType]:
@@ -122,24 +130,19 @@ class TypeInference:
         """Each table's image schema, from its first sampled images (at least ``INFERENCE_SAMPLE``).
 
         A window numbering each table's images would sort every sampled line of the batch (up to
-        ``INFERENCE_SAMPLE`` per file); instead a small count per table and file picks, per table,
-        the first files (in batch order) that hold enough of its images, and all of their sampled
-        images are taken: the same deterministic choice for every run of the batch, at most one
-        file's share more than the sample size, and no sort.
+        ``INFERENCE_SAMPLE`` per file); instead the first pass's count per table and file picks,
+        per table, the first files (in batch order) that hold enough of its images, and all of
+        their sampled images are taken: the same deterministic choice for every run of the batch,
+        at most one file's share more than the sample size, and no sort.
         """
         ok = f"_cdc_error IS NULL AND {SAMPLE_COLUMN} IS NOT NULL"
         candidates = self.batch.where(f"{ok} AND _cdc_target IS NOT NULL")
-        counts = sql_text.aggregate(
-            candidates, ["_cdc_target", "_cdc_file_idx"], ["count(1) AS n"]
-        ).collect()
-        per_table: dict[str, list[tuple[int, int]]] = {}
-        for row in counts:
-            per_table.setdefault(row["_cdc_target"], []).append((row["_cdc_file_idx"], row["n"]))
+        per_table = self.sampled
         whole: list[str] = []  # tables with fewer sampled images than the sample size
         partial: list[str] = []
         for table, files in sorted(per_table.items()):
             taken = 0
-            for file_idx, n in sorted(files):
+            for file_idx, n in sorted(files.items()):
                 taken += n
                 if taken >= INFERENCE_SAMPLE:
                     partial.append(
