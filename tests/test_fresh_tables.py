@@ -173,3 +173,18 @@ def test_the_tables_a_batch_creates_are_appended_without_a_job_each(lake):
     ).collect()
     assert [r["batch"] for r in notes] == ["1"]
     assert '"inserted": 2' in notes[0]["counts"]
+
+
+def test_a_small_batch_into_a_new_table_runs_one_spark_job_per_pass(lake):
+    # A batch of a few lines is one partition: its first pass (the inventory) and its
+    # classification are one job each, with no job for a shuffle's map side, a local checkpoint's
+    # count or a separate collect of the rows to append (five jobs more before).
+    lake.add_pipeline("shop", "canal-json")
+    messages = [_canal("orders", "INSERT", {"id": i, "v": f"v{i}"}, i, TEXT) for i in range(10)]
+    lake.land("shop", "001.json", messages)
+
+    jobs, summary = _jobs_of_run(lake, "shop")
+
+    assert jobs == 2
+    assert summary.tables["orders"].inserted == 10
+    assert len(lake.rows("orders")) == 10

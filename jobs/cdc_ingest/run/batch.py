@@ -67,6 +67,13 @@ if TYPE_CHECKING:
     from cdc_ingest.state.checkpoints import BatchPlan
 
 
+# A batch of at most this many landed bytes is kept in one partition (its first pass is one task of
+# well under a second): every later aggregation, collapse and join of it then needs no shuffle, as
+# one partition holding all rows is clustered by any key. Each shuffle of a small batch cost a
+# Spark job of its own (its map side) besides the query's, most of what a 10-line batch paid.
+ONE_PARTITION = 4 << 20
+
+
 def run_pipeline(
     spark: SparkSession, config: Config, pipeline_name: str, options: RunOptions | None = None
 ) -> RunSummary:
@@ -227,6 +234,8 @@ def count(
     """
     decoder = run.decoder
     cached = cached_columns(resolved, decoder.unavailable_values, decoder.before_half_ops)
+    if all(f.size > 0 for f in plan.files) and sum(f.size for f in plan.files) <= ONE_PARTITION:
+        cached = cached.coalesce(1)
     batch = Batch(
         plan.batch_id,
         resolved,
