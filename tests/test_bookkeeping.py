@@ -61,3 +61,43 @@ def test_a_batch_is_planned_committed_and_recorded_without_a_spark_job(lake):
     assert "spark.app.id" in _commits(lake, "orders")[-1]  # the MERGE into the existing table
     assert all("spark.app.id" not in c for c in _commits(lake, "_cdc_checkpoints")[2:])
     assert lake.run("shop").files == []
+
+
+@pytest.mark.parametrize("lake", [JDBC_FILE, REST_S3], indirect=True)
+def test_system_tables_are_created_through_pyiceberg_as_spark_creates_them(lake, monkeypatch):
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.state.tables import SYSTEM_TABLES, ensure_system_tables
+
+    created: list[str] = []
+    create_keyed = ArrowCatalog.create_keyed
+
+    def recorded(self: ArrowCatalog, identifier: str, *args: Any) -> Any:
+        done = create_keyed(self, identifier, *args)
+        if done:
+            created.append(identifier.rsplit(".", 1)[1].strip("`"))
+        return done
+
+    monkeypatch.setattr(ArrowCatalog, "create_keyed", recorded)
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
+
+    lake.run("shop")
+    # The same tables in another namespace, by Spark's CREATE TABLE (no pyiceberg catalog given).
+    ensure_system_tables(lake.spark, lake.catalog, "by_spark")
+
+    assert sorted(created) == sorted([*SYSTEM_TABLES, "orders"])
+    jvm = lake.spark.sparkContext._jvm
+    for name in SYSTEM_TABLES:
+        ours, spark = (
+            jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+                lake.spark._jsparkSession, f"{lake.catalog}.{namespace}.{name}"
+            )
+            for namespace in ("ods", "by_spark")
+        )
+        # Field ids, types and optionality; then the stored properties (the owner, the write
+        # modes, Java's default codec) and the format version.
+        assert ours.schema().toString() == spark.schema().toString(), name
+        assert dict(ours.properties()) == dict(spark.properties()), name
+        assert ours.operations().current().formatVersion() == 2, name
+        assert ours.spec().isUnpartitioned() and ours.sortOrder().isUnsorted(), name
+        assert ours.location().replace("/ods/", "/by_spark/") == spark.location(), name

@@ -87,7 +87,7 @@ def open_run(
     if options.dry_run:
         existing = existing_tables(spark, catalog, pipeline.namespace)
     else:
-        existing = ensure_system_tables(spark, catalog, pipeline.namespace)
+        existing = ensure_system_tables(spark, catalog, pipeline.namespace, arrow)
     store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name, arrow)
     state = store.load() if CHECKPOINTS in existing else CheckpointState()
     return RunContext(

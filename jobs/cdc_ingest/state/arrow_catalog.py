@@ -99,9 +99,10 @@ class ArrowCatalog:
         keys: tuple[str, ...],
         properties: dict[str, str],
     ) -> bool | None:
-        """Create an unpartitioned table of ``columns`` (name -> Spark SQL type) with ``keys`` as
-        its required identifier fields and ``properties``: True if created, False if it exists
-        already, None (nothing done) when this module leaves it to Spark.
+        """Create an unpartitioned table of ``columns`` (name -> Spark SQL type) with ``keys`` (if
+        any: the system tables have none) as its required identifier fields and ``properties``:
+        True if created, False if it exists already, None (nothing done) when this module leaves
+        it to Spark.
 
         Raises:
             WarehouseWriteError: the catalog or the warehouse failed.

@@ -96,17 +96,34 @@ def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(catalog)}.{quote(namespace)}")
 
 
-def ensure_system_tables(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
-    """Create the pipeline's ``_cdc_`` tables that do not exist yet; returns every table's name."""
+def ensure_system_tables(
+    spark: SparkSession, catalog: str, namespace: str, arrow: ArrowCatalog | None = None
+) -> set[str]:
+    """Create the pipeline's ``_cdc_`` tables that do not exist yet; returns every table's name.
+
+    Created through pyiceberg where ``arrow`` can, as Spark's CREATE TABLE makes them: five
+    CREATE TABLE statements cost about 0.3 CPU-s, a fifth of a small batch's first run.
+    """
     ensure_namespace(spark, catalog, namespace)
     existing = table_names(spark, catalog, namespace)
     for name, columns in SYSTEM_TABLES.items():
-        if name not in existing:
-            spark.sql(
-                f"CREATE TABLE IF NOT EXISTS {qualified(catalog, namespace, name)} ({columns}) "
-                f"USING iceberg TBLPROPERTIES ({_properties()})"
-            )
+        if name in existing:
+            continue
+        identifier = qualified(catalog, namespace, name)
+        if arrow is not None:
+            stored = {"owner": _creation_handles(spark).owner, **TABLE_PROPERTIES}
+            if arrow.create_keyed(identifier, _column_types(columns), (), stored) is not None:
+                continue
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {identifier} ({columns}) "
+            f"USING iceberg TBLPROPERTIES ({_properties()})"
+        )
     return existing | set(SYSTEM_TABLES)
+
+
+def _column_types(columns: str) -> dict[str, str]:
+    """A system table's columns (``SYSTEM_TABLES``: no type holds a comma) by name."""
+    return dict(column.strip().split(" ", 1) for column in columns.split(","))
 
 
 def existing_tables(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
