@@ -188,3 +188,22 @@ def test_a_small_batch_into_a_new_table_runs_one_spark_job_per_pass(lake):
     assert jobs == 2
     assert summary.tables["orders"].inserted == 10
     assert len(lake.rows("orders")) == 10
+
+
+def test_a_small_batch_whose_types_are_inferred_runs_one_more_spark_job(lake):
+    # Debezium JSON without schemas: the column types are inferred from the images, by one job
+    # whose sample is chosen from the first pass's counts (no counting job of its own).
+    # A pipeline name of its own: the jobs are counted by a job group named after it.
+    lake.add_pipeline("inferred", "debezium-json", keys={"orders": ["id"]})
+    source = {"db": "shop", "table": "orders", "ts_ms": 1}
+    messages = [
+        {"op": "c", "ts_ms": i, "after": {"id": i, "v": f"v{i}"}, "source": source}
+        for i in range(10)
+    ]
+    lake.land("inferred", "001.json", messages)
+
+    jobs, summary = _jobs_of_run(lake, "inferred")
+
+    assert jobs == 3
+    assert summary.tables["orders"].inserted == 10
+    assert lake.rows("orders")[0] == {"id": 0, "v": "v0"}
