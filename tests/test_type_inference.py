@@ -64,3 +64,33 @@ def test_a_column_first_seen_past_the_sampled_lines_is_typed_from_the_lines_that
     assert source_types(lake, "wide") == {"id": "bigint", "v": "string", "late": "bigint"}
     assert source_types(lake, "other") == {"id": "bigint", "late": "string"}
     assert lake.rows("wide", "late").count({"late": 7}) == 1
+
+
+def test_images_are_extracted_only_from_the_lines_chosen_for_the_sample(lake, monkeypatch):
+    """The sample's plan filters on no extracted image: a filter on it ran ahead of the choice of
+    tables and files, extracting the image of every sampled line of the batch."""
+    from cdc_ingest.schema import inference
+
+    plans: list[str] = []
+    infer = inference._json_schema
+
+    def recording(spark, lines):
+        plans.append(lines._jdf.queryExecution().optimizedPlan().toString())
+        return infer(spark, lines)
+
+    monkeypatch.setattr(inference, "_json_schema", recording)
+    lake.add_pipeline("shop", "debezium-json", keys={"a": ["id"]})
+    deleted = {"op": "d", "ts_ms": next(_ts), "before": {"id": 1, "v": 1}, "after": None}
+    lake.land(
+        "shop",
+        "part-0.json",
+        [insert("a", {"id": 1, "v": 1}), json.dumps({**deleted, "source": {"table": "a"}})],
+    )
+    lake.land("shop", "part-1.json", [insert("a", {"id": 2, "v": 2.5})])
+    summary = lake.run("shop")
+
+    assert summary.dead_lettered == 0
+    assert source_types(lake, "a") == {"id": "bigint", "v": "double"}
+    assert len(plans) == 1
+    filters = [line for line in plans[0].splitlines() if line.lstrip(" +-:").startswith("Filter")]
+    assert filters and not [f for f in filters if "get_json_object" in f]

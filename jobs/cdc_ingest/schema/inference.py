@@ -160,12 +160,19 @@ class TypeInference:
             ]
         )
         image = _image_json(SAMPLE_COLUMN, self.decoder)
-        sample = sql_text.select(
-            candidates.where(picked), ["_cdc_target", f"{image} AS image"]
-        ).where("startswith(image, '{')")
+        sample = sql_text.select(candidates.where(picked), ["_cdc_target", f"{image} AS image"])
         # The table's name as a JSON string, quotes and backslashes escaped: ["name"] unwrapped.
         name = f"regexp_replace(to_json(array(_cdc_target)), {_ARRAY_BRACKETS}, '')"
-        wrapped = sql_text.select(sample, [f"concat('{{', {name}, ':', image, '}}') AS value"])
+        # An image that is not an object becomes an empty one, which types nothing. Filtered out
+        # instead, its test was pushed below this projection, so every image was cut out of its
+        # message twice (get_json_object runs interpreted: 0.4 of 0.7 s in the bench).
+        wrapped = sql_text.select(
+            sample,
+            [
+                f"CASE WHEN startswith(image, '{{') THEN concat('{{', {name}, ':', image, '}}')"
+                " ELSE '{}' END AS value"
+            ],
+        )
         schema = _json_schema(self.spark, wrapped)
         return {f.name: f.dataType for f in schema.fields if isinstance(f.dataType, T.StructType)}
 
