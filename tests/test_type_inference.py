@@ -66,9 +66,9 @@ def test_a_column_first_seen_past_the_sampled_lines_is_typed_from_the_lines_that
     assert lake.rows("wide", "late").count({"late": 7}) == 1
 
 
-def test_images_are_extracted_only_from_the_lines_chosen_for_the_sample(lake, monkeypatch):
-    """The sample's plan filters on no extracted image: a filter on it ran ahead of the choice of
-    tables and files, extracting the image of every sampled line of the batch."""
+def test_each_sampled_image_is_extracted_once(lake, monkeypatch):
+    """The sample's plan filters on no extracted image: a filter dropping images that are not
+    objects was pushed below the projection that extracts them, so each was extracted twice."""
     from cdc_ingest.schema import inference
 
     plans: list[str] = []
