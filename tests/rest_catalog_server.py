@@ -56,6 +56,14 @@ def server_dir() -> Path:
     return jars_dir().parent / "rest-catalog-server"
 
 
+def jars_of_server() -> Path:
+    """The server's jars (``make install`` resolves them)."""
+    jars = server_dir()
+    if not jars.is_dir():
+        raise RuntimeError(f"{jars} missing: run `make install`")
+    return jars
+
+
 @dataclass(frozen=True)
 class RestCatalogServer:
     """A running server: its base URI and log file."""
@@ -77,6 +85,27 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> N
     raise RuntimeError(f"REST catalog server not listening after {START_TIMEOUT_S}s")
 
 
+def _start(
+    root: Path, warehouse: str, properties: Mapping[str, str], port: int, log: Path
+) -> subprocess.Popen[bytes]:
+    config = {
+        "uri": f"jdbc:sqlite:{root / 'rest-backend.db'}",
+        "warehouse": warehouse,
+        "rest.port": str(port),
+        **properties,
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CATALOG_")}
+    for key, value in config.items():
+        env["CATALOG_" + key.replace("-", "__").replace(".", "_").upper()] = value
+    with log.open("wb") as sink:
+        return subprocess.Popen(
+            ["java", "-Xmx512m", "-cp", f"{jars_of_server()}/*", MAIN_CLASS],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
 @contextmanager
 def rest_catalog_server(
     root: Path, warehouse: str, properties: Mapping[str, str]
@@ -88,29 +117,23 @@ def rest_catalog_server(
         warehouse: the backend's warehouse location (``s3://...`` or ``file://...``).
         properties: more backend catalog properties (``s3.endpoint``...), in Iceberg's names.
     """
-    jars = server_dir()
-    if not jars.is_dir():
-        raise RuntimeError(f"{jars} missing: run `make install`")
-    port = free_port()
-    config = {
-        "uri": f"jdbc:sqlite:{root / 'rest-backend.db'}",
-        "warehouse": warehouse,
-        "rest.port": str(port),
-        **properties,
-    }
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CATALOG_")}
-    for key, value in config.items():
-        env["CATALOG_" + key.replace("-", "__").replace(".", "_").upper()] = value
+    jars_of_server()  # missing jars: say so before any attempt
     log = root / "rest-catalog-server.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            ["java", "-Xmx512m", "-cp", f"{jars}/*", MAIN_CLASS],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+    # The port is free when chosen but taken before the server binds it now and then (another
+    # worker's Spark): a server that could not bind it is started again on another.
+    for attempt in range(3):
+        port = free_port()
+        process = _start(root, warehouse, properties, port, log)
+        try:
+            _wait_listening(port, process, log)
+            break
+        except RuntimeError:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            if attempt == 2 or "Address already in use" not in log.read_text():
+                raise
     try:
-        _wait_listening(port, process, log)
         yield RestCatalogServer(uri=f"http://127.0.0.1:{port}", log=log)
     finally:
         process.terminate()

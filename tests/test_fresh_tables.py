@@ -86,15 +86,24 @@ def test_new_tables_of_one_batch_keep_their_own_outcomes(lake, chunk_rows, monke
     assert sorted(r["target_table"] for r in tombstones) == ["gone", "orders"]
 
 
-def test_a_table_a_batch_creates_is_created_with_its_key_in_one_commit(lake):
+def test_a_table_a_batch_creates_is_created_with_its_key_and_rows_in_one_commit(lake):
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", [_canal("orders", "INSERT", {"id": 1, "v": "a"}, 1, TEXT)])
 
-    lake.run("shop")
+    summary = lake.run("shop")
 
-    # One metadata file for the CREATE (with the key as identifier field), one for the rows.
+    # One metadata file, the table's first, holds the CREATE (the key as identifier field) and
+    # the snapshot of its rows (state/first_snapshot.py), with the batch's counts on it.
     entries = lake.spark.sql(f"SELECT * FROM {lake.catalog}.ods.orders.metadata_log_entries")
-    assert entries.count() == 2
+    [entry] = entries.collect()
+    assert entry["latest_snapshot_id"] is not None
+    [snapshot] = lake.spark.sql(f"SELECT * FROM {lake.catalog}.ods.orders.snapshots").collect()
+    assert snapshot["operation"] == "append"
+    assert snapshot["parent_id"] is None
+    assert snapshot["summary"]["added-records"] == "1"
+    assert snapshot["summary"]["total-records"] == "1"
+    assert snapshot["summary"]["cdc.batch-id"] == str(summary.batch_id)
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}]
     jvm = lake.spark.sparkContext._jvm
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         lake.spark._jsparkSession, f"{lake.catalog}.ods.orders"
@@ -109,6 +118,37 @@ def test_a_table_a_batch_creates_is_created_with_its_key_in_one_commit(lake):
     # (pyiceberg's own default is <warehouse>/ods.db/orders), with Java's default codec stored.
     assert table.location() == f"{lake.root.as_uri()}/warehouse/ods/orders"
     assert properties["write.parquet.compression-codec"] == "zstd"
+
+
+def test_a_table_another_writer_creates_first_fails_the_run_which_a_rerun_completes(
+    lake, monkeypatch
+):
+    from cdc_ingest.contract import ColumnType
+    from cdc_ingest.state import arrow_catalog
+    from cdc_ingest.state.arrow_catalog import WarehouseWriteError
+    from cdc_ingest.state.first_snapshot import create_with_rows
+    from cdc_ingest.state.tables import create_target, qualified
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [_canal("orders", "INSERT", {"id": 1, "v": "a"}, 1, TEXT)])
+    # The table is made with its first rows: another writer (a second run of the pipeline)
+    # creating it after this batch found it missing makes the catalog refuse this creation.
+
+    def another_writer_first(*args: Any) -> None:
+        columns = {"id": ColumnType("bigint"), "v": ColumnType("string")}
+        create_target(lake.spark, qualified(lake.catalog, "ods", "orders"), columns, ("id",))
+        create_with_rows(*args)
+
+    monkeypatch.setattr(arrow_catalog, "create_with_rows", another_writer_first)
+    with pytest.raises(WarehouseWriteError, match=r"ods\.orders: TableAlreadyExistsError"):
+        lake.run("shop")
+    monkeypatch.undo()
+
+    summary = lake.run("shop")
+
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}]
+    assert summary.tables["orders"].inserted == 1
+    assert lake.dead_letters() == []
 
 
 def _fresh(name: str, **columns: str) -> FreshTable:

@@ -135,12 +135,14 @@ def apply_all_tables(
                 table_summary, errors = apply_with_ddl(ctx, name, by_table[name], mine, base)
                 dead += errors
             else:
-                target, created = _prepare(ctx, base, evolve)
+                target, created = _prepare(ctx, base, evolve, deferred=True)
                 tombstoned = ctx.tombstone_index.holds(name)
                 together = applies_fresh(target, created, tombstoned, rows)
                 if together and name not in fan_out:
                     fresh.append(FreshTable(target, rows))  # applied below, with the others
                     continue
+                if ctx.arrow is not None:
+                    ctx.arrow.create_pending(target.identifier)  # Spark applies it
                 # A resumed batch takes each table's counts from its first attempt (apply_table).
                 shares = applies_existing(target, created, rows) and not ctx.resumed
                 if shares and name not in fan_out:
@@ -161,6 +163,8 @@ def apply_all_tables(
     groups += [(g, True) for g in fresh_groups(fresh)]
     for members, created in groups:
         dead += _apply_group(ctx, members, created, changes, summary, evolve)
+    if arrow is not None:
+        arrow.create_pending()  # tables refused whole still exist after the batch, empty
     return dead
 
 
@@ -199,6 +203,8 @@ def _apply_group(
     except AnalysisException:
         # Not one table's fault as far as can be told: each table alone, as any other.
         for table in members:
+            if arrow is not None:
+                arrow.create_pending(table.target.identifier)
             dead += _apply_alone(ctx, table, created, changes, summary, evolve)
         return dead
     applied: set[str] = set()
@@ -290,9 +296,13 @@ def _refuse_table(
     return TableSummary(name, dead_lettered=rows), letters
 
 
-def _prepare(ctx: TableContext, base: TargetInventory, evolve: bool) -> tuple[TargetTable, bool]:
+def _prepare(
+    ctx: TableContext, base: TargetInventory, evolve: bool, deferred: bool = False
+) -> tuple[TargetTable, bool]:
     """Create or extend a table without statements in the batch; returns it and whether this
-    run created it."""
+    run created it. ``deferred``: pyiceberg may create it with its first rows, when its group
+    writes them (``ArrowCatalog.create_keyed``); the caller has it created before Spark needs
+    it."""
     with stage("prepare target"):
         target, created = prepare_target(
             ctx.spark,
@@ -306,6 +316,7 @@ def _prepare(ctx: TableContext, base: TargetInventory, evolve: bool) -> tuple[Ta
             ctx.batch_id,
             ctx.table_options.for_table(base.name),
             ctx.arrow,
+            deferred,
         )
     ctx.existing.add(base.name)
     return target, created

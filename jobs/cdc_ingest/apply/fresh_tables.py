@@ -190,6 +190,8 @@ class FreshGroup:
         target = table.target
         summary = self.summaries[target.name]
         if not summary.inserted:
+            if arrow is not None:
+                arrow.create_pending(target.identifier)  # deferred to its rows: it has none
             return
         note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
         if arrow is not None:

@@ -134,6 +134,7 @@ def prepare_target(
     batch_id: int | None = None,
     options: TableOptions | None = None,
     arrow: ArrowCatalog | None = None,
+    defer_creation: bool = False,
 ) -> tuple[TargetTable, bool]:
     """Create or extend the target table; returns it and whether it was created.
 
@@ -143,7 +144,8 @@ def prepare_target(
     ``inference`` types columns nothing declares. Without ``evolve`` an existing table
     keeps its columns: values of columns it lacks are not applied. ``options`` shape the table
     (see :mod:`cdc_ingest.schema.design`); ``arrow`` creates a plain keyed table through pyiceberg
-    (``state/arrow_catalog``).
+    (``state/arrow_catalog``), with ``defer_creation`` when its first rows are appended (or
+    ``arrow.create_pending``): the caller makes sure that happens before Spark needs the table.
     """
     options = options or TableOptions()
     computed_names = set(options.computed_columns)
@@ -217,6 +219,7 @@ def prepare_target(
                 design.partitioned_by,
                 design.write_order,
                 arrow,
+                defer_creation,
             )
         if not won:
             # Another writer created it since the run started: extend it like any existing table.

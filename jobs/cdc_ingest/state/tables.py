@@ -156,6 +156,7 @@ def create_target(
     partitioned_by: tuple[str, ...] = (),
     write_order: tuple[str, ...] = (),
     arrow: ArrowCatalog | None = None,
+    deferred: bool = False,
 ) -> bool:
     """Create a mirrored table: source columns, the ``_cdc_`` columns, the key as identifier.
 
@@ -163,7 +164,8 @@ def create_target(
     ``extra_columns`` (Spark SQL types) follow the source columns (computed columns, the soft
     delete flag); ``partitioned_by`` and ``write_order`` are Iceberg's Spark DDL (transforms; sort
     fields). Returns False when another writer created the table first: only the creator may treat
-    it as empty.
+    it as empty. ``deferred``: ``arrow`` may make the table with its first rows (see
+    ``ArrowCatalog.create_keyed``).
     """
     from pyspark.errors import AnalysisException
 
@@ -180,7 +182,7 @@ def create_target(
             typed |= {**(extra_columns or {}), **SYSTEM_COLUMNS}
             owner = {"owner": _creation_handles(spark).owner}
             stored = {**owner, **TABLE_PROPERTIES, **(properties or {})}
-            created = arrow.create_keyed(identifier, typed, keys, stored)
+            created = arrow.create_keyed(identifier, typed, keys, stored, deferred)
         if created is None:
             stored = properties or {}
             created = _create_with_identifier(spark, identifier, definitions, keys, stored)
