@@ -8,7 +8,7 @@ table in about 5 ms and appends rows already collected as Arrow (``apply/fresh_t
 20 (measured on 25 November 2026, 2 cores, a SQLite catalog), with the same snapshot properties
 as a Spark commit (``apply/commit_notes``). In a JDBC catalog a table the batch creates for a
 group of new tables is made by its append instead (``create_keyed``'s ``deferred``), its rows'
-snapshot in its first metadata version (``state/first_snapshot``): about half the CPU again.
+snapshot in its first metadata version (``state/first_snapshot``): a third less CPU.
 
 The batch after that changes rows of those small tables: each is rewritten whole
 (``replace_rows``, ``copy_on_write``) instead of merged, and the columns and properties its
