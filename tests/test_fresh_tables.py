@@ -151,6 +151,39 @@ def test_a_table_another_writer_creates_first_fails_the_run_which_a_rerun_comple
     assert lake.dead_letters() == []
 
 
+def test_a_new_table_refused_at_its_write_still_exists_after_the_batch(lake, monkeypatch):
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.table_options import TableDesignError
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 1, TEXT),
+            _canal("items", "INSERT", {"id": 1, "v": "x"}, 2, TEXT),
+        ],
+    )
+    # Both join one group of new tables, whose creation waits for their rows; the write of
+    # items fails as the table's own fault: its changes are dead-lettered, and the table is
+    # still created (empty), as it was when creation came first.
+    append = ArrowCatalog.append
+
+    def refuse_items(catalog: ArrowCatalog, identifier: str, *args: Any) -> bool:
+        if identifier.endswith("`items`"):
+            raise TableDesignError("items refused by the test")
+        return append(catalog, identifier, *args)
+
+    monkeypatch.setattr(ArrowCatalog, "append", refuse_items)
+    summary = lake.run("shop")
+
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}]
+    assert lake.rows("items") == []
+    assert summary.dead_lettered == 1
+    [letter] = lake.dead_letters()
+    assert letter["target_table"] == "items"
+
+
 def _fresh(name: str, **columns: str) -> FreshTable:
     target = TargetTable(
         name=name,

@@ -164,7 +164,7 @@ def apply_all_tables(
     for members, created in groups:
         dead += _apply_group(ctx, members, created, changes, summary, evolve)
     if arrow is not None:
-        arrow.create_pending()  # tables refused whole still exist after the batch, empty
+        arrow.create_pending()  # none should be left; the batch never ends with one missing
     return dead
 
 
@@ -282,6 +282,10 @@ def _refuse_table(
     columns), as long as none of its changes were committed; the other tables of the batch flow.
     Raises ``exc`` again when a commit of the batch changed the table already.
     """
+    if ctx.arrow is not None:
+        # A table whose creation waited for its rows is made now, empty, as a refused table
+        # always was (and so that the check below finds it).
+        ctx.arrow.create_pending(qualified(ctx.catalog, ctx.namespace, name))
     if _committed_in_batch(ctx, name):
         raise exc
     reason = f"table {name} {_why(exc)}"
