@@ -157,8 +157,8 @@ class Steady:
         self.run([change("c", 0, 0, 1)], {"inserted": 1}, pipeline)
         held = self.rows - warm
         self.spark.sql(
-            f"INSERT INTO {self.mirror(pipeline)} SELECT id, 0L, concat('n', id), array(0L), "
-            f"'r', 0L FROM range(1, {held})"
+            f"INSERT INTO {self.mirror(pipeline)} SELECT id, 0L, concat('n', id), "
+            f"X'8000000000000000', 'r', 0L FROM range(1, {held})"
         )
         # A warm-up batch through the MERGE path as large as the measured one, so that the
         # measured batch runs on compiled code (the JIT's, Spark's generated classes) like the

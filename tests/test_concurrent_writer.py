@@ -1,8 +1,8 @@
 """A mirror another writer commits to while a batch is applied keeps the newer change.
 
 The batch classifies its changes against the table, then merges them. When the table has not
-moved in between, the MERGE does not compare orders again (that comparison reads the list-typed
-``_cdc_order`` of every row, unvectorized); when another writer committed in between, it must.
+moved in between, the MERGE does not compare orders again (that comparison reads the
+``_cdc_order`` of every row); when another writer committed in between, it must.
 """
 
 from __future__ import annotations
@@ -128,10 +128,10 @@ def _another_writer_commits_after_classifying(
 
 
 def _another_writer_updates_order_1(lake: Lake) -> None:
-    # Newer than any change of the batch: its order's first element is the largest.
+    # Newer than any change of the batch: its order's first element is the largest bigint.
     lake.spark.sql(
         f"UPDATE {lake.catalog}.ods.orders SET v = 'other', "
-        "_cdc_order = array(9223372036854775807L) WHERE id = 1"
+        "_cdc_order = X'FFFFFFFFFFFFFFFF' WHERE id = 1"
     )
 
 

@@ -101,7 +101,7 @@ def test_maintain_compacts_applies_deletes_expires_snapshots_and_removes_orphans
     assert maintained[TABLE].orphan_files_removed == 1
     assert maintained[TABLE].data_files == (data_before, 1)
     # Every position delete is applied (no scan reads one, above) and none is left in the
-    # metadata: rewrite_position_delete_files runs on a table with a list column (_cdc_order).
+    # metadata (rewrite_position_delete_files ran).
     assert maintained[TABLE].delete_files == (deletes_before, 0)
     assert not [n for n in maintained[TABLE].notes if "skipped" in n]
     rows = mirror.scan(selected_fields=("id", "balance")).to_arrow().to_pylist()

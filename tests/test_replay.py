@@ -172,7 +172,8 @@ def test_rebuild_reproduces_damaged_and_dropped_tables(lake: Any) -> None:
     orders, customers = with_order(lake, "orders"), with_order(lake, "customers")
     letters = lake.dead_letters()
     lake.spark.sql(f"UPDATE {lake.catalog}.ods.orders SET amount = 0")
-    lake.spark.sql(f"INSERT INTO {lake.catalog}.ods.orders VALUES (2, 99, array(1), 'c', 1)")
+    mirror = f"{lake.catalog}.ods.orders"
+    lake.spark.sql(f"INSERT INTO {mirror} VALUES (2, 99, X'8000000000000001', 'c', 1)")
     lake.spark.sql(f"DROP TABLE {lake.catalog}.ods.customers")
 
     summary = run(lake, rebuild_tables=("customers", "orders"))

@@ -63,3 +63,20 @@ def test_a_batch_shaped_like_the_last_one_compiles_no_new_code(lake: Any) -> Non
     lake.spark.range(1).selectExpr(f"id + {time.time_ns()} AS n").collect()
     assert metrics.METRIC_COMPILATION_TIME().getCount() > before
     assert compiled[1:] == [0, 0], compiled
+
+
+def test_a_cluster_default_of_ansi_mode_is_turned_off_for_the_stored_order(lake: Any) -> None:
+    # Casting a bigint to binary (how the ordering value is stored) is refused in ANSI mode.
+    from cdc_ingest import ordering
+    from cdc_ingest.config import load_config
+    from cdc_ingest.spark_session import build_session
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        spark = build_session(load_config(lake.config_path).catalog)
+        order = ordering.encoded_sql("array(CAST(1 AS BIGINT))", "2")
+        row = spark.sql(f"SELECT {order} AS o").collect()[0]
+    finally:
+        lake.spark.conf.set("spark.sql.ansi.enabled", "false")
+    assert bytes(row["o"]).hex() == "80000000000000018000000000000002"

@@ -118,4 +118,8 @@ def test_resolving_a_batch_costs_a_few_py4j_calls(spark: Any) -> None:
         '["1"]',
         '["2"]',
     )
-    assert row["_cdc_order"] == [1, 7, 0, 1, 0]
+    # The vendor's order, then batch, file, line and row, eight bytes each (sign bit flipped).
+    assert bytes(row["_cdc_order"]).hex() == (
+        "8000000000000001" "8000000000000007" "8000000000000000" "8000000000000001"
+        "8000000000000000"
+    )

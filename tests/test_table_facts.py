@@ -52,7 +52,7 @@ def test_a_tables_facts_through_pyiceberg_are_those_spark_reports(lake):
     assert facts is not None
     columns, properties = facts
     assert columns == table_columns(lake.spark, identifier)
-    assert columns["amount"] == "decimal(12,2)" and columns["_cdc_order"] == "array<bigint>"
+    assert columns["amount"] == "decimal(12,2)" and columns["_cdc_order"] == "binary"
     spark_properties = table_properties(lake.spark, identifier)
     assert properties == {k: v for k, v in spark_properties.items() if k not in SPARK_ONLY}
     assert properties["format-version"] == "2"

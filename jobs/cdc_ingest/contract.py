@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 #   src_db, src_schema, src_table  where the change happened (strings, db/schema may be null)
 #   op           the vendor's operation name, as written in the message
 #   kind         one of KINDS: what the change means for the mirror
-#   order        array<bigint>: vendor ordering value, compared element by element
+#   order        array<bigint>: vendor ordering value, compared element by element (stored as
+#                ``ordering`` encodes it, with the landing position after it)
 #   image        map<string,string>: row after (upserts) or before (deletes), values as text
 #   key_names    array<string>: key columns the message itself names, or null
 #   key_values   map<string,string>: key values from outside the image (a Kafka key), or null

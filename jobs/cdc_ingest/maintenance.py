@@ -6,8 +6,8 @@ Per table, with Iceberg's Spark procedures:
    rewritten with the deletes applied (merge-on-read leaves one delete file per batch that
    touched a file), and their delete files dropped.
 2. ``rewrite_position_delete_files``, when position deletes remain after that: compacted,
-   dangling ones removed (Iceberg 1.12 runs it on tables with list columns, as every mirror has
-   in ``_cdc_order``; 1.10 refused them).
+   dangling ones removed (Iceberg 1.12 runs it on tables with list columns, as mirrors had in
+   ``_cdc_order`` before it was stored as ``binary``; 1.10 refused them).
 3. ``expire_snapshots``: snapshots older than ``maintenance.retain_snapshots`` (a duration; the
    current one is always kept) or beyond the last N (a count), and the files only they reference.
 4. ``remove_orphan_files``: files no snapshot references, older than

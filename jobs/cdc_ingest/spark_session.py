@@ -60,6 +60,10 @@ def session_conf() -> dict[str, str]:
         "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "4g"),
         # Epoch values from CDC messages are UTC instants; keep Spark from shifting them.
         "spark.sql.session.timeZone": "UTC",
+        # The job's expressions are Spark's default semantics: a cast that cannot convert a value
+        # yields null (typing errors are found that way) and a bigint casts to binary (the stored
+        # ordering value); a cluster's defaults with ANSI mode on would refuse or fail them.
+        "spark.sql.ansi.enabled": "false",
         "spark.sql.shuffle.partitions": os.environ.get("CDC_INGEST_SHUFFLE_PARTITIONS", "8"),
         "spark.sql.adaptive.enabled": "true",
         # Decoders project dozens of aliased expressions; inferring constraints over them grows

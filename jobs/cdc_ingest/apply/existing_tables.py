@@ -133,7 +133,7 @@ class ExistingGroup(FreshGroup):
             )
             joined = joined.join(deleted, on_tombstone, "left")
         else:
-            joined = joined.withColumn("_d_order", F.lit(None).cast("array<bigint>"))
+            joined = joined.withColumn("_d_order", F.lit(None).cast("binary"))
         counts = self._materialized(with_actions(joined))
         self._typed = typed
         for table in self.tables:

@@ -120,7 +120,7 @@ def classify(
         )
         joined = joined.join(current, F.expr(on_key), "left")
     else:
-        joined = sql_text.select(joined, ["*", "CAST(NULL AS ARRAY<BIGINT>) AS _t_order"])
+        joined = sql_text.select(joined, ["*", "CAST(NULL AS BINARY) AS _t_order"])
     if soft and "_t_deleted" not in joined.columns:
         joined = sql_text.select(joined, ["*", "CAST(NULL AS BOOLEAN) AS _t_deleted"])
     if tombstones:
@@ -130,7 +130,7 @@ def classify(
         )
         joined = joined.join(deleted, F.expr("_cdc_key = _d_key"), "left")
     else:
-        joined = sql_text.select(joined, ["*", "CAST(NULL AS ARRAY<BIGINT>) AS _d_order"])
+        joined = sql_text.select(joined, ["*", "CAST(NULL AS BINARY) AS _d_order"])
     return with_actions(joined, soft)
 
 

@@ -18,6 +18,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DELETE, UPSERT
+from cdc_ingest.ordering import elements_sql
 from cdc_ingest.state.tables import ORDER_COLUMN
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 KEEP_COLUMN = "_cdc_keep"
 # Marks the delete of an old key that an update moved away from (see with_old_key_deletes).
 MOVED_COLUMN = "_cdc_moved"
+# A change's first ordering value (the vendor's), which the two halves of an update share.
+FIRST_ELEMENT = elements_sql(ORDER_COLUMN, 1, 1)
 
 
 def with_old_key_deletes(changes: DataFrame, target: TargetTable) -> DataFrame:
@@ -94,12 +97,12 @@ def pair_before_halves(cached: DataFrame, changes: DataFrame, table: str) -> Dat
         & (F.col("_cdc_target") == table)
         & F.col("_cdc_key").isNotNull()
     ).select(
-        F.element_at("_cdc_order", 1).alias("_pair"),
+        F.expr(FIRST_ELEMENT).alias("_pair"),
         F.col("_cdc_key").alias("_half_key"),
         F.col("image").alias("_half_image"),
     )
     mine = changes.where(F.col("_cdc_target") == table)
-    joined = mine.join(halves, F.element_at(mine["_cdc_order"], 1) == halves["_pair"], "left")
+    joined = mine.join(halves, F.expr(FIRST_ELEMENT) == halves["_pair"], "left")
     moved = (
         (F.col("_cdc_kind") == UPSERT)
         & F.col("_cdc_old_key").isNull()

@@ -2,7 +2,7 @@
 
 Shared by every format: the target table name (from the pipeline's template), the key (the
 pipeline's ``keys`` first, then what the message names), the key's canonical text, and the full
-ordering value (vendor order, then batch, file and line).
+ordering value (vendor order, then batch, file and line; stored as ``ordering`` encodes it).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from cdc_ingest import sql_text
+from cdc_ingest import ordering, sql_text
 from cdc_ingest.contract import DELETE, DUPLICATE, EXCLUDED, UPSERT
 from cdc_ingest.schema.names import MAX_TABLE_NAME_BYTES, target_name
 from cdc_ingest.sql_text import literal
@@ -172,12 +172,11 @@ def resolve_changes(
     applied = "_cdc_applied" if "_cdc_applied" in decoded.columns else "false"
     key_error = _key_error(pipeline, target, keyless_append_only)
     error = f"CASE WHEN {applied} THEN NULL ELSE coalesce(read_error, error, {key_error}) END"
-    # The batch id as an array constant and as text (``BATCH_TEXT``): generated code refers to
-    # those instead of writing a number in, so every batch compiles to the same classes (and the
-    # JIT's work on them is kept).
-    position = (
-        f"concat(array(CAST({batch_id} AS BIGINT)), array(CAST(_cdc_file_idx AS BIGINT),"
-        " CAST(_cdc_line AS BIGINT), CAST(row_in_message AS BIGINT)))"
+    # The batch id folds into a binary constant and is text (``BATCH_TEXT``): generated code
+    # refers to those instead of writing a number in, so every batch compiles to the same classes
+    # (and the JIT's work on them is kept).
+    order = ordering.encoded_sql(
+        "`order`", f"CAST({batch_id} AS BIGINT)", "_cdc_file_idx", "_cdc_line", "row_in_message"
     )
     if deletes_without_table:
         tableless = f"(kind = {literal(DELETE)} AND src_table IS NULL)"
@@ -197,7 +196,7 @@ def resolve_changes(
             f"{SOURCE_NAME} AS _cdc_source",
             "_cdc_keys",
             f"{key_text()} AS _cdc_key",
-            f"concat(`order`, {position}) AS _cdc_order",
+            f"{order} AS _cdc_order",
             f"{error} AS _cdc_error",
             f"{literal(str(batch_id))} AS {BATCH_TEXT}",
             f"CASE WHEN {moved_away} THEN {key_text('_old_first', '_old_raw_key')} END"

@@ -11,6 +11,7 @@ from cdc_ingest.landing.zones import list_landed
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.state.checkpoints import CheckpointStore
 from cdc_ingest.state.lake import CheckpointState
+from cdc_ingest.state.order_migration import migrate_system_tables
 from cdc_ingest.state.tables import CHECKPOINTS, ensure_system_tables, existing_tables
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ def open_run(
         existing = existing_tables(spark, catalog, pipeline.namespace)
     else:
         existing = ensure_system_tables(spark, catalog, pipeline.namespace, arrow)
+        migrate_system_tables(spark, catalog, pipeline.namespace, existing, arrow)
     store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name, arrow)
     state = store.load() if CHECKPOINTS in existing else CheckpointState()
     return RunContext(

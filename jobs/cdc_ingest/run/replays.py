@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+from cdc_ingest import ordering
 from cdc_ingest.contract import DUPLICATE, UPSERT
 from cdc_ingest.landing.landed_time import LandedRange
 from cdc_ingest.schema.target import table_keys
 from cdc_ingest.state.checkpoints import BatchPlan
 from cdc_ingest.state.lake import CheckpointState
+from cdc_ingest.state.order_migration import LEGACY_TYPE
 from cdc_ingest.state.tables import BATCHES, ORDER_COLUMN, qualified
 
 if TYPE_CHECKING:
@@ -112,21 +114,21 @@ def with_original_positions(resolved: DataFrame, plan: BatchPlan) -> DataFrame:
 
     ``_cdc_order`` ends with (batch, file, line, row); the batch and file parts are replaced.
     """
-    batches = F.create_map(
-        *[x for i, (b, _) in enumerate(plan.origins) for x in (F.lit(i), F.lit(b))]
+
+    def by_file(values: list[int]) -> str:
+        pairs = ", ".join(f"{i}, CAST({v} AS BIGINT)" for i, v in enumerate(values))
+        if not pairs:
+            return "CAST(NULL AS BIGINT)"
+        return f"element_at(map({pairs}), _cdc_file_idx)"
+
+    batches = by_file([b for b, _ in plan.origins])
+    indexes = by_file([j for _, j in plan.origins])
+    order = "_cdc_order"
+    replaced = (
+        f"concat({ordering.without_last_sql(order, 4)}, {ordering.element_sql(batches)},"
+        f" {ordering.element_sql(indexes)}, {ordering.elements_sql(order, -2)})"
     )
-    indexes = F.create_map(
-        *[x for i, (_, j) in enumerate(plan.origins) for x in (F.lit(i), F.lit(j))]
-    )
-    order = F.col("_cdc_order")
-    vendor = F.slice(order, F.lit(1), F.size(order) - 4)
-    position = F.array(
-        F.element_at(batches, F.col("_cdc_file_idx")).cast("bigint"),
-        F.element_at(indexes, F.col("_cdc_file_idx")).cast("bigint"),
-        F.element_at(order, -2),
-        F.element_at(order, -1),
-    )
-    return resolved.withColumn("_cdc_order", F.concat(vendor, position))
+    return resolved.withColumn("_cdc_order", F.expr(replaced))
 
 
 def without_appended_rows(
@@ -144,9 +146,11 @@ def without_appended_rows(
         identifier = qualified(catalog, namespace, name)
         if table_keys(spark, identifier):
             continue
-        rows = spark.table(identifier).select(
-            F.lit(name).alias("_held_target"), F.col(ORDER_COLUMN).alias("_held_order")
-        )
+        table = spark.table(identifier)
+        order = F.col(ORDER_COLUMN)
+        if dict(table.dtypes).get(ORDER_COLUMN) == LEGACY_TYPE:  # migrated when next applied
+            order = F.expr(ordering.encoded_sql(ORDER_COLUMN))
+        rows = table.select(F.lit(name).alias("_held_target"), order.alias("_held_order"))
         held = rows if held is None else held.unionByName(rows)
     if held is None:
         return resolved

@@ -16,7 +16,9 @@ from cdc_ingest.schema.design import computed_types, creation, evolve_design
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.types import widens
 from cdc_ingest.stages import stage
+from cdc_ingest.state.order_migration import STAGED_COLUMN, migrate_stored_order, needs_migration
 from cdc_ingest.state.tables import (
+    ORDER_COLUMN,
     SYSTEM_COLUMNS,
     TOMBSTONES,
     add_columns,
@@ -166,6 +168,12 @@ def prepare_target(
         if facts is None:
             facts = table_columns(spark, identifier), table_properties(spark, identifier)
         stored, properties = facts
+        if needs_migration(stored):
+            migrate_stored_order(spark, identifier, stored)
+            if arrow is not None:
+                arrow.altered(identifier)
+            stored = {n: t for n, t in stored.items() if n != STAGED_COLUMN}
+            stored[ORDER_COLUMN] = "binary"
         existing = {
             n: t
             for n, t in stored.items()

@@ -64,7 +64,7 @@ def key_in(rows: pa.Table, removed: pa.Table, keys: tuple[str, ...]) -> pa.Chunk
     wanted = removed.select(list(keys)).cast(rows.select(list(keys)).schema)
     if len(keys) == 1:
         return pc.is_in(rows.column(keys[0]), value_set=wanted.column(keys[0]).combine_chunks())
-    # A join on the key columns alone: Arrow joins carry no list columns (``_cdc_order``).
+    # A join on the key columns alone (Arrow joins carry no list column, which a row may have).
     numbered = rows.select(list(keys)).append_column("_row", pa.array(range(rows.num_rows)))
     hits = numbered.join(wanted, list(keys), join_type="left semi").column("_row")
     return pc.is_in(numbered.column("_row"), value_set=hits.combine_chunks())

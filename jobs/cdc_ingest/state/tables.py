@@ -26,7 +26,7 @@ TABLE_PROPERTIES = {
 # Columns the product adds to every mirrored table.
 ORDER_COLUMN = "_cdc_order"
 SYSTEM_COLUMNS: dict[str, str] = {
-    ORDER_COLUMN: "array<bigint>",  # ordering value of the change that wrote the row
+    ORDER_COLUMN: "binary",  # ordering value of the change that wrote the row (see ``ordering``)
     "_cdc_op": "string",  # that change's vendor operation
     "_cdc_batch_id": "bigint",  # the micro-batch that wrote it
 }
@@ -52,11 +52,11 @@ SYSTEM_TABLES: dict[str, str] = {
     ),
     # Keys deleted from a mirrored table, with the ordering value of the delete, so that a late
     # older insert cannot resurrect them.
-    TOMBSTONES: f"target_table string, key string, {ORDER_COLUMN} array<bigint>, batch_id bigint",
+    TOMBSTONES: f"target_table string, key string, {ORDER_COLUMN} binary, batch_id bigint",
     DDL_HISTORY: (
         "pipeline string, batch_id bigint, file string, line bigint, source_table string, "
         f"target_table string, op string, statement string, event_time timestamp, "
-        f"{ORDER_COLUMN} array<bigint>, status string, detail string, recorded_at timestamp"
+        f"{ORDER_COLUMN} binary, status string, detail string, recorded_at timestamp"
     ),
     # One row per batch (and per partial run): what it read, did and took; see ``batches``.
     BATCHES: (
