@@ -287,15 +287,15 @@ def test_a_rewrite_keeps_every_type_of_the_rows_it_carries_over(lake):
 
 def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lake, monkeypatch):
     from cdc_ingest.apply import existing_tables
-    from cdc_ingest.state.tables import current_snapshot_id as snapshot_id
+    from cdc_ingest.state.tables import current_snapshot_facts as snapshot_facts
 
     read_by_spark: list[str] = []
 
     def spied(spark: Any, identifier: str) -> Any:
         read_by_spark.append(identifier.rsplit(".", 1)[-1].strip("`"))
-        return snapshot_id(spark, identifier)
+        return snapshot_facts(spark, identifier)
 
-    monkeypatch.setattr(existing_tables, "current_snapshot_id", spied)
+    monkeypatch.setattr(existing_tables, "current_snapshot_facts", spied)
     _two_small_tables(lake)
     lake.run("shop")
     # Both tables were read by pyiceberg (one local relation), not planned as a scan each.

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from cdc_ingest.apply.actions import DELETED, INSERT, UPDATE
 from cdc_ingest.apply.arrow_frames import arrow_frame, string_array
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
+from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
 from cdc_ingest.apply.fresh_tables import TARGET, FreshGroup, FreshTable, fits_a_group, fresh_groups
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
@@ -34,7 +35,13 @@ from cdc_ingest.apply.keyed import (
 )
 from cdc_ingest.apply.keyed_writes import append_tombstones, merge_target, merge_tombstones
 from cdc_ingest.stages import stage
-from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex, current_snapshot_id, quote
+from cdc_ingest.state.tables import (
+    ORDER_COLUMN,
+    TombstoneIndex,
+    current_snapshot_facts,
+    current_snapshot_id,
+    quote,
+)
 from cdc_ingest.state.tables import sql_string as literal
 
 if TYPE_CHECKING:
@@ -102,6 +109,7 @@ class ExistingGroup(FreshGroup):
         self.arrow = arrow
         self.keys = tables[0].target.keys
         self._read_at: dict[str, int | None] = {}
+        self._records: dict[str, int] = {}  # the rows of each table Spark reads
         self._counts: dict[str, ActionCounts] = {}
         self._with_tombstones: list[str] = []
 
@@ -116,7 +124,7 @@ class ExistingGroup(FreshGroup):
         on_key = F.col(TARGET) == F.col("_t_target")
         for key in self.keys:
             on_key = on_key & (F.col(key) == F.col(f"_t_{key}"))
-        joined = newest.join(self._current_rows(), on_key, "left")
+        joined = newest.join(self._current_rows(newest), on_key, "left")
         self._with_tombstones = [n for n in names if self.index.holds(n)]
         if self._with_tombstones:
             deleted = (
@@ -141,12 +149,13 @@ class ExistingGroup(FreshGroup):
             self._counts[name] = counts.get((name,), {})
             self.summaries[name] = table_summary(name, self._counts[name], table.rows)
 
-    def _current_rows(self) -> DataFrame:
+    def _current_rows(self, newest: DataFrame) -> DataFrame:
         """Each table's keys and orders, named by table, and the snapshot each is read at (in
         ``_read_at``: a table's write compares orders again only if another writer moved it on
         since). Small tables are read by pyiceberg into one local relation: Spark plans a scan of
         each table it reads (about 25 ms of CPU per table, 7 CPU-s for 300); the others are read
-        by one SQL statement of ``UNION ALL``s (one analysis for the group)."""
+        by one SQL statement of ``UNION ALL``s (one analysis for the group), kept to the keys of
+        ``newest`` (the group's changes) when those are few (``few_keys``)."""
         columns = [*self.keys, ORDER_COLUMN]
         read: list[pa.Table] = []
         by_spark: list[TargetTable] = []
@@ -158,7 +167,8 @@ class ExistingGroup(FreshGroup):
                 got = self.arrow.read_columns(target.identifier, columns, REWRITTEN_ROWS)
             if got is None:
                 by_spark.append(target)
-                self._read_at[target.name] = current_snapshot_id(self.spark, target.identifier)
+                facts = current_snapshot_facts(self.spark, target.identifier)
+                self._read_at[target.name], self._records[target.name] = facts
                 continue
             self._read_at[target.name], rows = got
             budget -= rows.num_rows
@@ -170,6 +180,9 @@ class ExistingGroup(FreshGroup):
             for t in by_spark
         ]
         parts = [self.spark.sql(" UNION ALL ".join(selects))] if selects else []
+        changes = sum(t.rows for t in self.tables if t.target in by_spark)
+        if parts and few_changes(changes, sum(self._records[t.name] for t in by_spark)):
+            parts[0] = rows_of_keys(parts[0], newest, self.keys, TARGET)
         if read:
             import pyarrow as pa
 
@@ -203,7 +216,9 @@ class ExistingGroup(FreshGroup):
         with commit_properties(self.spark, note), stage("merge into table"):
             moved = current_snapshot_id(self.spark, target.identifier) != self._read_at[target.name]
             mine = self._frame().where(F.col(TARGET) == target.name)
-            merge_target(self.spark, mine, target, guarded=moved)
+            merged = self._written(target.name)
+            records = self._records.get(target.name, 0)
+            merge_target(self.spark, mine, target, moved, merged, records)
 
     def _rewrite(self, target: TargetTable, arrow: ArrowCatalog, note: dict[str, str]) -> bool:
         """Copy-on-write through pyiceberg: the table's rows at the snapshot the classification

@@ -22,6 +22,7 @@ from cdc_ingest.apply.actions import (
     UPDATE,
 )
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
+from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
 from cdc_ingest.apply.keyed_writes import (
     append_target,
     append_tombstones,
@@ -39,7 +40,12 @@ from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
-from cdc_ingest.state.tables import ORDER_COLUMN, TombstoneIndex, current_snapshot_id
+from cdc_ingest.state.tables import (
+    ORDER_COLUMN,
+    TombstoneIndex,
+    current_snapshot_facts,
+    current_snapshot_id,
+)
 from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
@@ -94,6 +100,7 @@ def classify(
     target: TargetTable,
     table_rows: bool,
     tombstones: bool,
+    few: bool = False,
 ) -> DataFrame:
     """Each key's newest change marked with what applying it does (``_action``).
 
@@ -103,6 +110,8 @@ def classify(
         target: the table.
         table_rows: whether the table may hold rows (a table this run created holds none).
         tombstones: whether ``_cdc_tombstones`` may hold keys of this table.
+        few: whether the changes are few against the table's rows (``few_keys.few_changes``):
+            only the table's rows of their keys are joined.
     """
     joined = newest
     soft = target.deletes == "soft"
@@ -115,6 +124,8 @@ def classify(
                 *([f"{DELETED_COLUMN} AS _t_deleted"] if soft else []),
             ],
         )
+        if few:
+            current = rows_of_keys(current, newest, target.keys)
         on_key = " AND ".join(
             f"{sql_text.name(k)} = {sql_text.name('_t_' + k)}" for k in target.keys
         )
@@ -264,7 +275,7 @@ def apply_table(
         usable = usable.where(~is_delete)
     newest = newest_changes(usable, unsent if target.unavailable_values else None)
     # The snapshot the classification reads: the MERGE compares orders again only if it moved.
-    read_at = None if created else current_snapshot_id(spark, target.identifier)
+    read_at, table_rows = (None, 0) if created else current_snapshot_facts(spark, target.identifier)
     index = tombstone_index or TombstoneIndex(spark, target.tombstones)
     with stage("probe tombstones"):
         tombstones = index.holds(target.name)
@@ -274,6 +285,7 @@ def apply_table(
         target,
         table_rows=not created,
         tombstones=tombstones,
+        few=few_changes(rows, table_rows),
     )
     # Materialized by the count below, as rows (a local checkpoint costs less CPU than a columnar
     # cache) and with the lineage cut: the MERGE below changes the table this classification
@@ -302,7 +314,9 @@ def apply_table(
             else:
                 with stage("merge into table"):
                     moved = current_snapshot_id(spark, target.identifier) != read_at
-                    merge_target(spark, classified, target, guarded=moved)
+                    merged = summary.inserted + summary.updated + summary.deleted
+                    merged += summary.deleted_absent if target.deletes == "soft" else 0
+                    merge_target(spark, classified, target, moved, merged, table_rows)
         if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
             if tombstones:
                 with stage("merge into tombstones"):

@@ -13,6 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, INSERT, UPDATE
+from cdc_ingest.apply.few_keys import listed_keys
 from cdc_ingest.apply.update_images import KEEP_COLUMN
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.state.tables import ORDER_COLUMN, quote
@@ -29,7 +30,12 @@ def _literal(text: str) -> str:
 
 
 def merge_target(
-    spark: SparkSession, classified: DataFrame, target: TargetTable, guarded: bool
+    spark: SparkSession,
+    classified: DataFrame,
+    target: TargetTable,
+    guarded: bool,
+    merged: int = 0,
+    table_rows: int = 0,
 ) -> None:
     """``MERGE INTO`` the mirror the changes its classification marked.
 
@@ -37,18 +43,20 @@ def merge_target(
     are not merged). ``guarded`` repeats that comparison inside the MERGE, for a table another
     writer committed to since the classification read it: the comparison reads the table's
     ``_cdc_order`` on every row (2M rows: 4.7 CPU-s without it, 5.2 with it as ``binary``, 7.7
-    when it was a list, which Iceberg does not read vectorized).
+    when it was a list, which Iceberg does not read vectorized). ``merged`` changes (the count of
+    the classification's merged actions) into ``table_rows`` rows may list their keys in the
+    condition (``few_keys.listed_keys``).
     """
     columns = [*target.written_columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
     soft = target.deletes == "soft"
     view = f"_cdc_merge_{next(_views)}"
     carried = [KEEP_COLUMN] if KEEP_COLUMN in classified.columns else []
     # With soft deletes, a delete of a soft-deleted row still moves its order on.
-    merged = (INSERT, UPDATE, DELETED, DELETED_ABSENT) if soft else (INSERT, UPDATE, DELETED)
-    classified.where(F.col("_action").isin(*merged)).select(
-        *columns, "_action", *carried
-    ).createOrReplaceTempView(view)
+    actions = (INSERT, UPDATE, DELETED, DELETED_ABSENT) if soft else (INSERT, UPDATE, DELETED)
+    source = classified.where(F.col("_action").isin(*actions)).select(*columns, "_action", *carried)
+    source.createOrReplaceTempView(view)
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.keys)
+    on += listed_keys(source, target, merged, table_rows)
     newer = f" AND s.{ORDER_COLUMN} > t.{ORDER_COLUMN}" if guarded else ""
     keeps = KEEP_COLUMN in classified.columns
     sets = ", ".join(

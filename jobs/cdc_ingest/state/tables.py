@@ -310,6 +310,16 @@ def holds_rows(spark: SparkSession, identifier: str) -> bool:
     return str(snapshot.summary().get("total-records")) != "0"
 
 
+def current_snapshot_facts(spark: SparkSession, identifier: str) -> tuple[int | None, int]:
+    """The id of the table's current snapshot (None before its first commit) and the records
+    its data files hold (deleted rows included); no Spark job."""
+    snapshot = _current_snapshot(spark, identifier)
+    if snapshot is None:
+        return None, 0
+    records = snapshot.summary().get("total-records")
+    return int(snapshot.snapshotId()), int(records) if records is not None else 0
+
+
 def current_snapshot_id(spark: SparkSession, identifier: str) -> int | None:
     """The id of the table's current snapshot (None before its first commit); no Spark job."""
     snapshot = _current_snapshot(spark, identifier)

@@ -1,0 +1,148 @@
+"""A few changes into a much larger mirror (``apply/few_keys.py``): the classification joins only
+the table's rows of the batch's keys, and the MERGE lists those keys in its condition. The rows
+and counts must be what a join of the whole table gives; spies check that the narrowed path ran.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import Lake
+
+
+def _canal(
+    kind: str, rows: list[dict[str, Any]], es: int, keys: list[str], table: str = "orders"
+) -> dict[str, Any]:
+    """A Canal ``kind`` of ``rows`` of ``shop.<table>`` keyed by ``keys``."""
+    types = {"id": "INT", "code": "VARCHAR(20)", "v": "VARCHAR(20)"}
+    return {
+        "data": rows,
+        "database": "shop",
+        "es": es,
+        "isDdl": False,
+        "mysqlType": {k: t for k, t in types.items() if k in rows[0]},
+        "old": None,
+        "pkNames": keys,
+        "sql": "",
+        "table": table,
+        "type": kind,
+    }
+
+
+@pytest.fixture
+def spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
+    """What the narrowed path did: the semi-joins built, the conditions listed."""
+    from cdc_ingest.apply import existing_tables, few_keys, keyed, keyed_writes
+
+    calls: dict[str, list[Any]] = {"semi_joins": [], "listed": []}
+
+    def rows_of_keys(*args: Any) -> Any:
+        calls["semi_joins"].append(args[2])
+        return few_keys.rows_of_keys(*args)
+
+    def listed_keys(*args: Any) -> str:
+        listed = few_keys.listed_keys(*args)
+        calls["listed"].append(listed)
+        return listed
+
+    monkeypatch.setattr(keyed, "rows_of_keys", rows_of_keys)
+    monkeypatch.setattr(existing_tables, "rows_of_keys", rows_of_keys)
+    monkeypatch.setattr(keyed_writes, "listed_keys", listed_keys)
+    return calls
+
+
+def test_a_few_changes_into_a_large_table_apply_as_a_whole_table_join_would(
+    lake: Lake, spied: dict[str, list[Any]]
+) -> None:
+    lake.add_pipeline("shop", "canal-json")
+    rows = [{"id": i, "v": "a"} for i in range(1, 201)]
+    lake.land("shop", "001.json", [_canal("INSERT", rows, 10, ["id"])])
+    lake.run("shop")
+    assert spied["semi_joins"] == []  # a table this run created: nothing to read
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            _canal("UPDATE", [{"id": 5, "v": "newer"}], 20, ["id"]),
+            _canal("UPDATE", [{"id": 6, "v": "older"}], 5, ["id"]),
+            _canal("DELETE", [{"id": 7, "v": "a"}], 20, ["id"]),
+            _canal("INSERT", [{"id": 500, "v": "new"}], 20, ["id"]),
+        ],
+    )
+    summary = lake.run("shop")
+
+    counts = summary.tables["orders"]
+    assert (counts.updated, counts.older, counts.deleted, counts.inserted) == (1, 1, 1, 1)
+    held = {r["id"]: r["v"] for r in lake.rows("orders")}
+    assert len(held) == 200 and 7 not in held
+    assert (held[5], held[6], held[8], held[500]) == ("newer", "a", "a", "new")
+    assert spied["semi_joins"] == [("id",)]
+    # Every key the MERGE writes: the update, the delete and the insert (not the older change).
+    (listed,) = spied["listed"]
+    assert listed.startswith(" AND t.`id` IN (") and listed.endswith(")")
+    assert sorted(listed.removeprefix(" AND t.`id` IN (")[:-1].split(", ")) == ["5", "500", "7"]
+
+
+def test_listed_text_keys_of_a_composite_key_are_literals(
+    lake: Lake, spied: dict[str, list[Any]]
+) -> None:
+    lake.add_pipeline("shop", "canal-json")
+    keys = ["id", "code"]
+    rows = [{"id": i % 3, "code": f"c{i}", "v": "a"} for i in range(100)]
+    rows.append({"id": 1, "code": "o'brien\\x", "v": "a"})
+    lake.land("shop", "001.json", [_canal("INSERT", rows, 10, keys)])
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            _canal("UPDATE", [{"id": 1, "code": "o'brien\\x", "v": "quoted"}], 20, keys),
+            _canal("DELETE", [{"id": 2, "code": "c2", "v": "a"}], 20, keys),
+        ],
+    )
+    lake.run("shop")
+
+    held = {(r["id"], r["code"]): r["v"] for r in lake.rows("orders")}
+    assert held[(1, "o'brien\\x")] == "quoted"
+    assert (2, "c2") not in held and held[(0, "c3")] == "a" and len(held) == 100
+    assert spied["semi_joins"] == [("id", "code")]
+    (listed,) = spied["listed"]
+    assert listed.startswith(" AND (t.`id`, t.`code`) IN (")
+    assert "(CAST(1 AS bigint), CAST('o\\'brien\\\\x' AS string))" in listed
+
+
+def test_tables_classified_together_read_only_the_rows_of_a_few_changes(
+    lake: Lake, spied: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdc_ingest.apply import existing_tables
+
+    # Tables of more rows than this are read and merged by Spark, not rewritten by pyiceberg.
+    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 50)
+    lake.add_pipeline("shop", "canal-json")
+    rows = [{"id": i, "v": "a"} for i in range(1, 201)]
+    lake.land(
+        "shop",
+        "001.json",
+        [_canal("INSERT", rows, 10, ["id"]), _canal("INSERT", rows, 10, ["id"], "items")],
+    )
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            _canal("UPDATE", [{"id": 5, "v": "newer"}], 20, ["id"]),
+            _canal("UPDATE", [{"id": 6, "v": "older"}], 5, ["id"], "items"),
+            _canal("DELETE", [{"id": 7, "v": "a"}], 20, ["id"], "items"),
+        ],
+    )
+    summary = lake.run("shop")
+
+    assert (summary.tables["orders"].updated, summary.tables["items"].older) == (1, 1)
+    assert summary.tables["items"].deleted == 1
+    orders = {r["id"]: r["v"] for r in lake.rows("orders")}
+    items = {r["id"]: r["v"] for r in lake.rows("items")}
+    assert (len(orders), orders[5], orders[6]) == (200, "newer", "a")
+    assert (len(items), items[5], items[6], 7 in items) == (199, "a", "a", False)
+    assert spied["semi_joins"] == [("id",)]  # one for the group
+    assert sorted(spied["listed"]) == [" AND t.`id` IN (5)", " AND t.`id` IN (7)"]
