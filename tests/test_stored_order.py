@@ -50,8 +50,34 @@ def test_spark_stores_the_same_bytes(spark: Any) -> None:
         f"{ordering.encoded_sql('array(CAST(NULL AS BIGINT), CAST(2 AS BIGINT))')} AS n"
     ).collect()[0]
     assert bytes(row["o"]).hex() == "7ffffffffffffffb8000000000000007"
-    # No vendor sends a null element; one sorts as the smallest bigint.
+    # A null element (Debezium's lsn from MySQL, say) is stored as the smallest bigint.
     assert bytes(row["n"]).hex() == "00000000000000008000000000000002"
+
+
+def test_stored_bytes_sort_as_spark_sorts_the_lists(spark: Any) -> None:
+    from cdc_ingest import ordering
+
+    # Debezium's nine elements with nulls, shorter lists, and one longer than any format's.
+    lists = [
+        [1, 1000, None, 7, None, None, None, None, 2000],
+        [1, 1000, 3, 7, None, None, None, None, 2000],
+        [1, 1000, 3, 7, 0, None, None, None, 2000],
+        [0, 5, None, None, None, None, None, None, 1],
+        [1, 999, 9, 9, 9, 9, 9, 9, 9],
+        [None, 4],
+        [3],
+        [],
+        [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1],
+        [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2],
+    ]
+    frame = spark.createDataFrame([(i, v) for i, v in enumerate(lists)], "i int, o array<bigint>")
+    stored = frame.selectExpr("i", "o", f"{ordering.encoded_sql('o')} AS b")
+    by_list = [r["i"] for r in stored.orderBy("o", "i").collect()]
+    by_bytes = [r["i"] for r in stored.orderBy("b", "i").collect()]
+    assert by_list == [7, 5, 3, 4, 0, 1, 2, 9, 8, 6]  # Spark's order of the lists, by hand
+    assert by_bytes == by_list
+    for r in stored.collect():
+        assert bytes(r["b"]) == ordering.encode(r["o"])
 
 
 def _legacy_orders(lake: Lake, table: str, orders: dict[str, str], where: str = "id") -> None:
