@@ -153,6 +153,10 @@ def test_a_legacy_mirror_and_its_tombstones_keep_their_order_through_the_migrati
     }
     assert orders[1] == [100, 1, 0, 1, 0] and orders[3] == [10, 1, 0, 3, 0]
     assert orders[2] == [30, 2, 0, 2, 0]  # batch 2, its first file (002.json), line 2
+    # The migration's rewrite left no delete file (the hand-made legacy orders wrote some).
+    migrated = lake.spark.sql(f"SELECT summary FROM {lake.catalog}.ods.orders.snapshots").collect()
+    summaries = [r["summary"] for r in migrated if "cdc.migration" in r["summary"]]
+    assert [s["total-delete-files"] for s in summaries] == ["0"]
     tombstones = lake.table("_cdc_tombstones").collect()
     assert [ordering.decode(r["_cdc_order"]) for r in tombstones] == [[50, 1, 0, 5, 0]]
 
@@ -182,3 +186,36 @@ def test_a_replay_matches_rows_of_a_legacy_append_only_table(lake: Lake) -> None
 
     assert summary.already_applied == 2
     assert with_order(lake, "events") == original
+
+
+def test_a_row_another_writer_adds_during_the_migration_is_not_lost(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdc_ingest.state import order_migration
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 10)])
+    lake.run("shop")
+    _legacy_orders(lake, "orders", {"1": "array(10L, 1L, 0L, 1L, 0L)"})
+    from cdc_ingest.state.tables import current_snapshot_id as read_at
+
+    def then_another_writer_commits(spark: Any, identifier: str) -> Any:
+        snapshot = read_at(spark, identifier)
+        if identifier.endswith("`orders`"):
+            spark.sql(
+                f"INSERT INTO {identifier} "
+                "(id, v, _cdc_order, _cdc_order_binary, _cdc_op, _cdc_batch_id) "
+                "VALUES (2, 'other', array(5L), NULL, 'c', 0)"
+            )
+        return snapshot
+
+    monkeypatch.setattr(order_migration, "current_snapshot_id", then_another_writer_commits)
+    lake.land("shop", "002.json", [canal_message("orders", "UPDATE", {"id": 1, "v": "b"}, 20)])
+    with pytest.raises(Exception, match="conflicting files"):
+        lake.run("shop")
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}, {"id": 2, "v": "other"}]
+    monkeypatch.undo()
+
+    lake.run("shop")  # the rerun migrates, then applies the batch
+    assert lake.rows("orders") == [{"id": 1, "v": "b"}, {"id": 2, "v": "other"}]
+    assert _column_type(lake, "orders") == "binary"

@@ -27,6 +27,7 @@ from cdc_ingest.state.tables import (
     DDL_HISTORY,
     ORDER_COLUMN,
     TOMBSTONES,
+    current_snapshot_id,
     qualified,
     quote,
     table_columns,
@@ -85,11 +86,21 @@ def migrate_stored_order(spark: SparkSession, identifier: str, columns: dict[str
                 f"AFTER {quote(ORDER_COLUMN)}"
             )
         if columns.get(ORDER_COLUMN) == LEGACY_TYPE:
-            rows = spark.table(identifier)
+            # Read at one snapshot, and validated against commits since: the overwrite replaces
+            # every file, so a row another writer added meanwhile would be lost (it fails
+            # instead, and the rerun migrates again).
+            snapshot = current_snapshot_id(spark, identifier)
+            reader = spark.read
+            if snapshot is not None:
+                reader = reader.option("snapshot-id", str(snapshot))
+            rows = reader.table(identifier)
             encoded = rows.withColumn(STAGED_COLUMN, F.expr(ordering.encoded_sql(ORDER_COLUMN)))
-            encoded.writeTo(identifier).option(
-                "snapshot-property.cdc.migration", "binary _cdc_order"
-            ).overwrite(F.lit(True))
+            writer = encoded.writeTo(identifier).option("isolation-level", "serializable")
+            if snapshot is not None:
+                writer = writer.option("validate-from-snapshot-id", str(snapshot))
+            writer.option("snapshot-property.cdc.migration", "binary _cdc_order").overwrite(
+                F.lit(True)
+            )
         _swap_columns(spark, identifier, drop=columns.get(ORDER_COLUMN) == LEGACY_TYPE)
     log.info("%s: _cdc_order migrated to binary", identifier)
     return True
