@@ -28,10 +28,10 @@ from cdc_ingest.state.tables import (
     ORDER_COLUMN,
     TOMBSTONES,
     current_snapshot_id,
+    iceberg_catalog_table,
     qualified,
     quote,
     table_columns,
-    unquoted,
 )
 
 if TYPE_CHECKING:
@@ -110,15 +110,8 @@ def _swap_columns(spark: SparkSession, identifier: str, drop: bool) -> None:
     """Drop the list (when ``drop``) and give the binary column its name, in one schema commit
     through Iceberg's API (Spark's ALTER TABLE would make two, with a moment without
     ``_cdc_order`` between them)."""
-    from py4j.protocol import Py4JError
-
-    catalog, namespace, table = unquoted(identifier)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    try:
-        manager = spark._jsparkSession.sessionState().catalogManager()
-        iceberg = manager.catalog(catalog).icebergCatalog()
-    except Py4JError:  # not Iceberg's SparkCatalog: two statements
+    found = iceberg_catalog_table(spark, identifier)
+    if found is None:  # not Iceberg's SparkCatalog: two statements
         if drop:
             spark.sql(f"ALTER TABLE {identifier} DROP COLUMN {quote(ORDER_COLUMN)}")
         spark.sql(
@@ -126,13 +119,7 @@ def _swap_columns(spark: SparkSession, identifier: str, drop: bool) -> None:
             f"TO {quote(ORDER_COLUMN)}"
         )
         return
-    gateway = spark.sparkContext._gateway
-    assert gateway is not None
-    levels = gateway.new_array(jvm.String, 1)
-    levels[0] = namespace
-    name = jvm.org.apache.iceberg.catalog.TableIdentifier.of(
-        jvm.org.apache.iceberg.catalog.Namespace.of(levels), table
-    )
+    iceberg, name = found
     update = iceberg.loadTable(name).updateSchema()
     if drop:
         update = update.deleteColumn(ORDER_COLUMN)

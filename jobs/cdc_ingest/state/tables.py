@@ -232,6 +232,25 @@ def _creation_handles(spark: SparkSession) -> SimpleNamespace:
     return _handles[gateway]
 
 
+def iceberg_catalog_table(spark: SparkSession, identifier: str) -> tuple[Any, Any] | None:
+    """Iceberg's own catalog behind the Spark catalog of ``identifier`` (a JVM object) and the
+    table's identifier in it, or None when that catalog is not Iceberg's ``SparkCatalog``."""
+    from py4j.protocol import Py4JError
+
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    catalog, namespace, table = unquoted(identifier)
+    try:
+        manager = spark._jsparkSession.sessionState().catalogManager()
+        iceberg = manager.catalog(catalog).icebergCatalog()
+    except Py4JError:
+        return None
+    jvm = _creation_handles(spark)
+    levels = gateway.new_array(jvm.String, 1)
+    levels[0] = namespace
+    return iceberg, jvm.table_identifier(jvm.namespace(levels), table)
+
+
 def _create_with_identifier(
     spark: SparkSession,
     identifier: str,
@@ -245,16 +264,12 @@ def _create_with_identifier(
     table exists already; None when the catalog is not Iceberg's ``SparkCatalog`` (the caller
     then uses SQL).
     """
-    from py4j.protocol import Py4JError, Py4JJavaError
+    from py4j.protocol import Py4JJavaError
 
-    gateway = spark.sparkContext._gateway
-    assert gateway is not None
-    catalog, namespace, table = unquoted(identifier)
-    try:
-        manager = spark._jsparkSession.sessionState().catalogManager()
-        iceberg = manager.catalog(catalog).icebergCatalog()
-    except Py4JError:
+    found = iceberg_catalog_table(spark, identifier)
+    if found is None:
         return None
+    iceberg, name = found
     jvm = _creation_handles(spark)
     converted = jvm.convert(jvm.from_ddl(", ".join(definitions)))
     fields = jvm.HashSet()
@@ -265,9 +280,6 @@ def _create_with_identifier(
     # Spark's CREATE TABLE names the owner: so does this.
     for key, value in {"owner": jvm.owner, **TABLE_PROPERTIES, **properties}.items():
         values.put(key, value)
-    levels = gateway.new_array(jvm.String, 1)
-    levels[0] = namespace
-    name = jvm.table_identifier(jvm.namespace(levels), table)
     try:
         iceberg.buildTable(name, schema).withProperties(values).create()
     except Py4JJavaError as exc:
