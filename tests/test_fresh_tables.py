@@ -123,23 +123,14 @@ def test_a_table_a_batch_creates_is_created_with_its_key_and_rows_in_one_commit(
 def test_a_table_another_writer_creates_first_fails_the_run_which_a_rerun_completes(
     lake, monkeypatch
 ):
-    from cdc_ingest.contract import ColumnType
     from cdc_ingest.state import arrow_catalog
     from cdc_ingest.state.arrow_catalog import WarehouseWriteError
-    from cdc_ingest.state.first_snapshot import create_with_rows
-    from cdc_ingest.state.tables import create_target, qualified
 
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", [_canal("orders", "INSERT", {"id": 1, "v": "a"}, 1, TEXT)])
     # The table is made with its first rows: another writer (a second run of the pipeline)
     # creating it after this batch found it missing makes the catalog refuse this creation.
-
-    def another_writer_first(*args: Any) -> None:
-        columns = {"id": ColumnType("bigint"), "v": ColumnType("string")}
-        create_target(lake.spark, qualified(lake.catalog, "ods", "orders"), columns, ("id",))
-        create_with_rows(*args)
-
-    monkeypatch.setattr(arrow_catalog, "create_with_rows", another_writer_first)
+    _another_writer_creates(lake, monkeypatch, arrow_catalog, "orders")
     with pytest.raises(WarehouseWriteError, match=r"ods\.orders: TableAlreadyExistsError"):
         lake.run("shop")
     monkeypatch.undo()
@@ -148,6 +139,81 @@ def test_a_table_another_writer_creates_first_fails_the_run_which_a_rerun_comple
 
     assert lake.rows("orders") == [{"id": 1, "v": "a"}]
     assert summary.tables["orders"].inserted == 1
+    assert lake.dead_letters() == []
+
+
+def _another_writer_creates(lake: Any, monkeypatch: Any, module: Any, name: str) -> None:
+    """Another writer creates ``name`` (id bigint, v string) in ods just before ``module``
+    registers the tables a batch made."""
+    from cdc_ingest.contract import ColumnType
+    from cdc_ingest.state.first_snapshot import register_tables
+    from cdc_ingest.state.tables import create_target, qualified
+
+    def another_writer_first(*args: Any) -> None:
+        columns = {"id": ColumnType("bigint"), "v": ColumnType("string")}
+        create_target(lake.spark, qualified(lake.catalog, "ods", name), columns, ("id",))
+        register_tables(*args)
+
+    monkeypatch.setattr(module, "register_tables", another_writer_first)
+
+
+def test_the_tables_of_a_group_are_registered_in_one_catalog_transaction(lake, monkeypatch):
+    from cdc_ingest.state import arrow_catalog, first_snapshot
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [_canal(f"t{t}", "INSERT", {"id": 1, "v": f"v{t}"}, t, TEXT) for t in range(5)],
+    )
+    registered: list[list[str]] = []
+    commits: list[int] = []
+    register_tables = first_snapshot.register_tables
+
+    def spy(catalog: Any, staged: list[Any]) -> None:
+        from sqlalchemy import event
+
+        registered.append([name for (_, name), _ in staged])
+        count = lambda connection: commits.append(1)  # noqa: E731
+        event.listen(catalog.engine, "commit", count)
+        try:
+            register_tables(catalog, staged)
+        finally:
+            event.remove(catalog.engine, "commit", count)
+
+    monkeypatch.setattr(arrow_catalog, "register_tables", spy)
+    summary = lake.run("shop")
+
+    assert registered == [["t0", "t1", "t2", "t3", "t4"]]
+    assert len(commits) == 1
+    assert {n: t.inserted for n, t in summary.tables.items()} == {f"t{t}": 1 for t in range(5)}
+    for t in range(5):
+        assert lake.rows(f"t{t}") == [{"id": 1, "v": f"v{t}"}]
+
+
+def test_a_table_of_a_group_another_writer_creates_first_is_named_and_the_rerun_completes(
+    lake, monkeypatch
+):
+    from cdc_ingest.state import arrow_catalog
+    from cdc_ingest.state.arrow_catalog import WarehouseWriteError
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [_canal(f"t{t}", "INSERT", {"id": 1, "v": f"v{t}"}, t, TEXT) for t in range(5)],
+    )
+    _another_writer_creates(lake, monkeypatch, arrow_catalog, "t3")
+    with pytest.raises(WarehouseWriteError, match=r"Table ods\.t3 already exists"):
+        lake.run("shop")
+    monkeypatch.undo()
+
+    summary = lake.run("shop")
+
+    # The other writer's t3 is empty: this batch's row is applied to it by the rerun.
+    for t in range(5):
+        assert lake.rows(f"t{t}") == [{"id": 1, "v": f"v{t}"}]
+    assert sum(t.inserted for t in summary.tables.values()) == 5
     assert lake.dead_letters() == []
 
 

@@ -7,6 +7,7 @@ Per table: plain changes go through :mod:`cdc_ingest.apply.keyed` (keyed, MERGE)
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
@@ -207,20 +208,32 @@ def _apply_group(
                 arrow.create_pending(table.target.identifier)
             dead += _apply_alone(ctx, table, created, changes, summary, evolve)
         return dead
+    refusals: dict[str, Exception] = {}
+    # The tables the writes create are registered together, after the last write.
+    with arrow.created_together() if arrow is not None else nullcontext():
+        for table in members:
+            try:
+                group.write(table, arrow)
+            except (AnalysisException, TableDesignError) as exc:
+                refusals[table.target.name] = exc
     applied: set[str] = set()
     for table in members:
         target = table.target
-        try:
-            group.write(table, arrow)
+        refusal = refusals.get(target.name)
+        if refusal is None:
+            try:
+                if not evolve:
+                    summary.ignored_values += ignored_rows(
+                        spark, changes, target.name, target.identifier
+                    )
+            except (AnalysisException, TableDesignError) as exc:
+                refusal = exc
+        if refusal is None:
             table_summary = group.summaries[target.name]
             table_summary.design_changes += target.design_changes
-            if not evolve:
-                summary.ignored_values += ignored_rows(
-                    spark, changes, target.name, target.identifier
-                )
             applied.add(target.name)
-        except (AnalysisException, TableDesignError) as exc:
-            table_summary, refused = _refuse_table(ctx, changes, target.name, table.rows, exc)
+        else:
+            table_summary, refused = _refuse_table(ctx, changes, target.name, table.rows, refusal)
             dead.append(refused)
         _account(summary, table_summary)
     for name in group.write_tombstones(applied):

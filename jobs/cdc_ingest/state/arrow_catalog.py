@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from cdc_ingest.state import copy_on_write
-from cdc_ingest.state.first_snapshot import create_with_rows
+from cdc_ingest.state.first_snapshot import create_with_rows, register_tables, stage_with_rows
 from cdc_ingest.state.iceberg_schema import as_table_rows, iceberg_schema, spark_type_of
 
 if TYPE_CHECKING:
@@ -71,6 +71,9 @@ class ArrowCatalog:
         # is made by its first append, with its rows (``state/first_snapshot``), or by
         # ``create_pending``; the run does not end with one left (``apply/batch``).
         self._pending: dict[tuple[str, str], tuple[Any, str, dict[str, str]]] = {}
+        # Within ``created_together``: the tables appends made, not yet registered in the catalog
+        # (identifier, first metadata file).
+        self._staged: list[tuple[tuple[str, str], str]] | None = None
 
     def _opened(self) -> Any:
         if self._catalog is None and self.available:
@@ -99,6 +102,7 @@ class ArrowCatalog:
         self._loaded.clear()
         self._read.clear()
         self._pending.clear()  # a failed run's: its rerun creates them
+        self._staged = None
 
     def create_keyed(
         self,
@@ -161,6 +165,30 @@ class ArrowCatalog:
             if (namespace, name) in self._pending:
                 self._create_deferred(namespace, name, None, {})
 
+    @contextmanager
+    def created_together(self) -> Iterator[None]:
+        """The deferred tables that appends in the block create are registered in the catalog
+        together when it ends (``first_snapshot.register_tables``: one transaction in a SQL
+        catalog); until then no reader of the catalog sees them. A block that raises registers
+        none: their files are left unreferenced, as after a failed commit, and the rerun creates
+        them.
+
+        Raises:
+            WarehouseWriteError: the catalog or the warehouse failed, or another writer created
+                one of the tables first.
+        """
+        self._staged = []
+        try:
+            yield
+            staged = self._staged
+        finally:
+            self._staged = None
+        if staged:
+            names = ", ".join(f"{namespace}.{name}" for (namespace, name), _ in staged[:3])
+            more = f" and {len(staged) - 3} more" if len(staged) > 3 else ""
+            with warehouse_failures(f"pyiceberg create of {names}{more}"):
+                register_tables(self._opened(), staged)
+
     def _create_deferred(
         self,
         namespace: str,
@@ -176,9 +204,11 @@ class ArrowCatalog:
                 rows = pa.Table.from_pylist(rows, schema=schema.as_arrow())
             elif rows is not None:
                 rows = as_table_rows(rows, schema)
-            create_with_rows(
-                self._opened(), (namespace, name), schema, location, stored, rows, properties
-            )
+            made = (self._opened(), (namespace, name), schema, location, stored, rows, properties)
+            if self._staged is None:
+                create_with_rows(*made)
+            else:
+                self._staged.append(((namespace, name), stage_with_rows(*made)))
 
     def append(
         self,
