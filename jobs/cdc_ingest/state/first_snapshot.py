@@ -115,12 +115,7 @@ def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, 
     """The updates adding a first snapshot of ``rows`` to the staged table and pointing the
     main branch at it (as ``_FastAppendFiles._commit`` makes them, without a parent)."""
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
-    from pyiceberg.manifest import (
-        ManifestEntry,
-        ManifestEntryStatus,
-        write_manifest,
-        write_manifest_list,
-    )
+    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
     from pyiceberg.table import TableProperties
     from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
     from pyiceberg.table.snapshots import (
@@ -131,6 +126,8 @@ def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, 
         update_snapshot_summaries,
     )
     from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
+
+    from cdc_ingest.state.manifest_writers import manifest_list_writer, manifest_writer
 
     metadata, io = staged.metadata, staged.io
     schema, spec = metadata.schema(), metadata.spec()
@@ -144,7 +141,7 @@ def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, 
     data_files = list(_dataframe_to_data_files(metadata, rows, io, commit))
     manifest_path = locations.new_metadata_location(f"{commit}-m0.avro")
     output = io.new_output(manifest_path)
-    with write_manifest(
+    with manifest_writer(
         metadata.format_version, spec, schema, output, snapshot_id, compression
     ) as writer:
         for data_file in data_files:
@@ -165,7 +162,7 @@ def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, 
         Summary(operation=Operation.APPEND, **collector.build(), **snapshot_properties)
     )
     list_path = locations.new_metadata_location(f"snap-{snapshot_id}-0-{commit}.avro")
-    with write_manifest_list(
+    with manifest_list_writer(
         metadata.format_version,
         io.new_output(list_path),
         snapshot_id,
