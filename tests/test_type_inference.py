@@ -93,4 +93,67 @@ def test_each_sampled_image_is_extracted_once(lake, monkeypatch):
     assert source_types(lake, "a") == {"id": "bigint", "v": "double"}
     assert len(plans) == 1
     filters = [line for line in plans[0].splitlines() if line.lstrip(" +-:").startswith("Filter")]
-    assert filters and not [f for f in filters if "get_json_object" in f]
+    extracting = [f for f in filters if "get_json_object" in f or "from_json" in f]
+    assert filters and not extracting
+
+
+def _nested(path: str, image: object) -> dict:
+    """A message holding ``image`` at the JSONPath ``path`` ($, $.a.b or $.a[0])."""
+    value: object = image
+    if path == "$":
+        assert isinstance(image, dict)
+        return image
+    names = path[2:].split(".")
+    if names[-1].endswith("[0]"):
+        names[-1] = names[-1][:-3]
+        value = [image, {"later": "element"}]
+    for name in reversed(names):
+        value = {name: value}
+    assert isinstance(value, dict)
+    return value
+
+
+def test_every_format_s_images_are_read_as_get_json_object_reads_them(spark):
+    """The sample's images are read from one parse of each message (``_with_image``): the same
+    texts ``get_json_object`` cuts out for each format's paths (in their order of preference)."""
+    from cdc_ingest.formats import FORMATS, load_decoder
+    from cdc_ingest.schema.inference import _with_image
+
+    image = {"id": 1, "v": 2.5, "big": 12345678901234, "n": {"x": [1, "a", None]}, "s": 'q"u\\é'}
+    for name in FORMATS:
+        decoder = load_decoder(name)
+        paths = decoder.image_json_paths
+        messages = [json.dumps({"other": 1, **_nested(p, {**image, "at": p})}) for p in paths]
+        # The first path wins where several hold an image; a message with none gives null.
+        both: dict[str, object] = {}
+        for p in reversed(paths):
+            both |= _nested(p, {"id": 2, "at": p})
+        messages += [json.dumps(both), json.dumps({"unrelated": {"id": 3}}), "NaN-free: not json"]
+        frame = spark.createDataFrame([(m,) for m in messages], "value string")
+        got = [r["image"] for r in _with_image(frame, "value", decoder, []).collect()]
+        cut = ", ".join(f"get_json_object(value, '{p}')" for p in paths)
+        expected = [r[0] for r in frame.selectExpr(f"coalesce({cut})").collect()]
+        assert got == expected, name
+        assert got[0] is not None and json.loads(got[0])["at"] == paths[0], name
+
+
+def test_an_image_is_its_json_text(spark):
+    """Written by hand: what Debezium and Canal messages' images read as."""
+    from cdc_ingest.formats import load_decoder
+    from cdc_ingest.schema.inference import _with_image
+
+    messages = [
+        '{"op":"c","after":{"id":1,"v":2.50,"n":{"x":[1,"a"]},"s":"q\\"u"},"source":{"table":"t"}}',
+        '{"op":"d","before":{"id":2},"after":null}',
+        '{"schema":{"type":"struct"},"payload":{"op":"u","after":{"id":3},"before":{"id":0}}}',
+    ]
+    frame = spark.createDataFrame([(m,) for m in messages], "value string")
+    debezium = load_decoder("debezium-json")
+    got = [r["image"] for r in _with_image(frame, "value", debezium, []).collect()]
+    # Jackson writes a number with a fraction as a double (2.5), for both readers.
+    assert got == ['{"id":1,"v":2.5,"n":{"x":[1,"a"]},"s":"q\\"u"}', '{"id":2}', '{"id":3}']
+    canal = spark.createDataFrame(
+        [('{"data":[{"id":4},{"id":5}],"type":"INSERT"}',)], "value string"
+    )
+    [row] = _with_image(canal, "value", load_decoder("canal-json"), []).collect()
+    assert row["image"] == '{"id":4}'
