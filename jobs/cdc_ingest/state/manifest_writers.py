@@ -1,16 +1,16 @@
 """pyiceberg's manifest and manifest-list writers, with their Avro layout built once per process.
 
 pyiceberg builds the Avro schema of a manifest (from the table's partition type), resolves its
-record writer and converts the schema to Avro's JSON for every file it writes: about a third of
-the CPU of a new small table's first snapshot (``first_snapshot``), which a batch creating
+record writer and converts the schema to Avro's JSON for every file it writes: about a quarter
+of the CPU of staging a new small table (``first_snapshot``), which a batch creating
 hundreds of tables pays for each. For an unpartitioned table of format version 2, the only
 tables created that way, the layout is the same for every table and file: built once here.
 What each file carries of its own (the table's schema and partition spec in the header, the
 snapshot's ids and sequence number) is written as pyiceberg writes it.
 
 Private API: ``AvroOutputFile``'s attributes and header, ``ManifestWriter.new_writer``, the
-schemas pyiceberg's writers build; pyiceberg is pinned 0.12.*, and tests/test_fresh_tables.py
-compares these files with pyiceberg's own.
+schemas pyiceberg's writers build; pyiceberg is pinned 0.12.*, and tests/test_manifest_writers.py
+compares these files with pyiceberg's own, byte for byte.
 """
 
 from __future__ import annotations
