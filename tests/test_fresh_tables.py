@@ -124,7 +124,7 @@ def test_a_table_another_writer_creates_first_fails_the_run_which_a_rerun_comple
     lake, monkeypatch
 ):
     from cdc_ingest.state import arrow_catalog
-    from cdc_ingest.state.arrow_catalog import WarehouseWriteError
+    from cdc_ingest.state.warehouse_errors import WarehouseWriteError
 
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", [_canal("orders", "INSERT", {"id": 1, "v": "a"}, 1, TEXT)])
@@ -195,7 +195,7 @@ def test_a_table_of_a_group_another_writer_creates_first_is_named_and_the_rerun_
     lake, monkeypatch
 ):
     from cdc_ingest.state import arrow_catalog
-    from cdc_ingest.state.arrow_catalog import WarehouseWriteError
+    from cdc_ingest.state.warehouse_errors import WarehouseWriteError
 
     lake.add_pipeline("shop", "canal-json")
     lake.land(

@@ -71,7 +71,7 @@ def _failure_line(exc: BaseException) -> str | None:
     from pyspark.errors.exceptions.captured import CapturedException
     from sqlalchemy.exc import DBAPIError
 
-    from cdc_ingest.state.arrow_catalog import WarehouseWriteError
+    from cdc_ingest.state.warehouse_errors import WarehouseWriteError
 
     if isinstance(exc, Py4JJavaError):
         text = str(exc.java_exception.toString())

@@ -28,8 +28,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from cdc_ingest.state import copy_on_write
-from cdc_ingest.state.first_snapshot import create_with_rows, register_tables, stage_with_rows
+from cdc_ingest.state.first_snapshot import register_tables, stage_with_rows
 from cdc_ingest.state.iceberg_schema import as_table_rows, iceberg_schema, spark_type_of
+from cdc_ingest.state.warehouse_errors import warehouse_failures
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,11 +43,6 @@ log = logging.getLogger(__name__)
 # a table at <warehouse>/<namespace>/<table> (pyiceberg's own default adds ".db"); a REST server
 # chooses for both.
 _KINDS = ("jdbc", "rest")
-
-
-class WarehouseWriteError(RuntimeError):
-    """pyiceberg could not load, create, write or commit a table: a failure of the catalog or the
-    warehouse (the run reports it in one line and exits 2, as for Spark's), never of the rows."""
 
 
 class ArrowCatalog:
@@ -204,11 +200,17 @@ class ArrowCatalog:
                 rows = pa.Table.from_pylist(rows, schema=schema.as_arrow())
             elif rows is not None:
                 rows = as_table_rows(rows, schema)
-            made = (self._opened(), (namespace, name), schema, location, stored, rows, properties)
+            catalog = self._opened()
+            staged = (
+                (namespace, name),
+                stage_with_rows(
+                    catalog, (namespace, name), schema, location, stored, rows, properties
+                ),
+            )
             if self._staged is None:
-                create_with_rows(*made)
+                register_tables(catalog, [staged])
             else:
-                self._staged.append(((namespace, name), stage_with_rows(*made)))
+                self._staged.append(staged)
 
     def append(
         self,
@@ -400,24 +402,6 @@ def _rewritable(table: Any, snapshot: Any, max_rows: int) -> bool:
         and totals.get("total-delete-files") == "0"
         and int(totals.get("total-records") or max_rows + 1) <= max_rows
     )
-
-
-@contextmanager
-def warehouse_failures(what: str) -> Iterator[None]:
-    """The block's failures of the catalog or warehouse (pyiceberg's, SQLAlchemy's, I/O) as one
-    :class:`WarehouseWriteError` naming ``what``; any other exception passes unchanged."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    try:
-        yield
-    except Exception as exc:
-        failed = isinstance(exc, (OSError, SQLAlchemyError)) or type(exc).__module__.startswith(
-            "pyiceberg."
-        )
-        if not failed:
-            raise
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise WarehouseWriteError(f"{what}: {type(exc).__name__}: {first}") from exc
 
 
 @contextmanager

@@ -80,8 +80,8 @@ class CheckpointStore:
         """The committed state, and the plan of a batch that was started but not committed."""
         from pyspark.sql import functions as F
 
-        from cdc_ingest.state.arrow_catalog import warehouse_failures
         from cdc_ingest.state.lake import pipeline_rows
+        from cdc_ingest.state.warehouse_errors import warehouse_failures
 
         catalog = self.arrow.opened() if self.arrow is not None else None
         if catalog is not None:

@@ -26,30 +26,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def create_with_rows(
-    catalog: Any,
-    identifier: tuple[str, str],
-    schema: Any,
-    location: str | None,
-    properties: dict[str, str],
-    rows: pa.Table | None,
-    snapshot_properties: dict[str, str],
-) -> None:
-    """Create the unpartitioned, unsorted table ``identifier`` of ``schema`` (pyiceberg's) at
-    ``location`` with ``properties`` and, if there are ``rows`` (in the schema's column types),
-    a first APPEND snapshot of them carrying ``snapshot_properties``: ``stage_with_rows`` then
-    ``register_tables``.
-
-    Raises:
-        pyiceberg.exceptions.TableAlreadyExistsError: another writer created the table first
-            (the files written are left unreferenced, as after a failed commit).
-    """
-    staged = stage_with_rows(
-        catalog, identifier, schema, location, properties, rows, snapshot_properties
-    )
-    register_tables(catalog, [(identifier, staged)])
-
-
 def stage_with_rows(
     catalog: Any,
     identifier: tuple[str, str],
@@ -59,9 +35,12 @@ def stage_with_rows(
     rows: pa.Table | None,
     snapshot_properties: dict[str, str],
 ) -> str:
-    """Write the first metadata file of the table ``create_with_rows`` describes (with the
-    snapshot of its ``rows``, if any) and return its location, for ``register_tables``: until
-    then, no reader of the catalog sees the table."""
+    """Write the first metadata file of the unpartitioned, unsorted table ``identifier`` of
+    ``schema`` (pyiceberg's) at ``location`` with ``properties`` and, if there are ``rows`` (in
+    the schema's column types), a first APPEND snapshot of them carrying
+    ``snapshot_properties``; return its location, for ``register_tables``: until then, no reader
+    of the catalog sees the table (and if another writer takes its name first, the files written
+    are left unreferenced, as after a failed commit)."""
     from pyiceberg.serializers import ToOutputFile
     from pyiceberg.table.update import update_table_metadata
 
