@@ -240,7 +240,7 @@ class ArrowCatalog:
             table = self._created.pop((namespace, name), None)
             if table is None:
                 table = catalog.load_table((namespace, name))
-            if not _writes_as_spark(table):
+            if not copy_on_write.writes_as_spark(table):
                 return False
             if isinstance(rows, list):
                 arrow = pa.Table.from_pylist(rows, schema=table.schema().as_arrow())
@@ -313,7 +313,7 @@ class ArrowCatalog:
             if table is None:
                 table = catalog.load_table((namespace, name))
             snapshot = table.current_snapshot()
-            if snapshot is None or not _rewritable(table, snapshot, max_rows):
+            if snapshot is None or not copy_on_write.rewritable(table, snapshot, max_rows):
                 return None
             if not set(columns) <= {f.name for f in table.schema().fields}:
                 return None  # a mirror altered by hand: Spark's read names what is missing
@@ -362,7 +362,7 @@ class ArrowCatalog:
             snapshot = table.current_snapshot()
             if snapshot is None or snapshot.snapshot_id != read_at:
                 return False
-            if not _rewritable(table, snapshot, max_rows):
+            if not copy_on_write.rewritable(table, snapshot, max_rows):
                 return False
             schema = table.schema()
             if any(f.name not in added.column_names for f in schema.fields):
@@ -383,25 +383,6 @@ def _parts(identifier: str) -> list[str]:
     from cdc_ingest.state.tables import unquoted
 
     return unquoted(identifier)
-
-
-def _writes_as_spark(table: Any) -> bool:
-    return bool(
-        table.format_version == 2
-        and table.spec().is_unpartitioned()
-        and table.sort_order().is_unsorted
-    )
-
-
-def _rewritable(table: Any, snapshot: Any, max_rows: int) -> bool:
-    """Whether a copy-on-write may replace the table's files: written as Spark would write it,
-    at most ``max_rows`` rows, no delete files (pyiceberg would leave them dangling)."""
-    totals = snapshot.summary or {}
-    return (
-        _writes_as_spark(table)
-        and totals.get("total-delete-files") == "0"
-        and int(totals.get("total-records") or max_rows + 1) <= max_rows
-    )
 
 
 @contextmanager

@@ -91,3 +91,24 @@ def overwrite(table: Any, tasks: list[Any], rows: pa.Table, properties: dict[str
             ):
                 overwrite.append_data_file(data_file)
     transaction.commit_transaction()
+
+
+def writes_as_spark(table: Any) -> bool:
+    """Whether pyiceberg writes the table as Spark would: format version 2, unpartitioned,
+    unsorted."""
+    return bool(
+        table.format_version == 2
+        and table.spec().is_unpartitioned()
+        and table.sort_order().is_unsorted
+    )
+
+
+def rewritable(table: Any, snapshot: Any, max_rows: int) -> bool:
+    """Whether a copy-on-write may replace the table's files: written as Spark would write it,
+    at most ``max_rows`` rows, no delete files (pyiceberg would leave them dangling)."""
+    totals = snapshot.summary or {}
+    return (
+        writes_as_spark(table)
+        and totals.get("total-delete-files") == "0"
+        and int(totals.get("total-records") or max_rows + 1) <= max_rows
+    )
