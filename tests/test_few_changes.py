@@ -1,6 +1,8 @@
 """A few changes into a much larger mirror (``apply/few_keys.py``): the classification joins only
-the table's rows of the batch's keys, and the MERGE lists those keys in its condition. The rows
-and counts must be what a join of the whole table gives; spies check that the narrowed path ran.
+the table's rows of the batch's keys, and the MERGE lists those keys in its condition; more
+changes into a larger mirror are merged through a bloom filter of their keys
+(``apply/runtime_filter.py``). The rows and counts must be what a join of the whole table gives;
+spies check that the narrowed path ran.
 """
 
 from __future__ import annotations
@@ -146,3 +148,59 @@ def test_tables_classified_together_read_only_the_rows_of_a_few_changes(
     assert (len(items), items[5], items[6], 7 in items) == (199, "a", "a", False)
     assert spied["semi_joins"] == [("id",)]  # one for the group
     assert sorted(spied["listed"]) == [" AND t.`id` IN (5)", " AND t.`id` IN (7)"]
+
+
+@pytest.fixture
+def merge_plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The physical plan of every ``MERGE INTO`` a mirror, explained just before it runs (the
+    session's settings then are the statement's)."""
+    from pyspark.sql import SparkSession
+
+    plans: list[str] = []
+    run_sql = SparkSession.sql
+
+    def sql(self: SparkSession, statement: str, *args: Any, **kwargs: Any) -> Any:
+        if statement.startswith("MERGE INTO") and "_cdc_tombstones t" not in statement:
+            plans.append(run_sql(self, f"EXPLAIN {statement}").collect()[0][0])
+        return run_sql(self, statement, *args, **kwargs)
+
+    monkeypatch.setattr(SparkSession, "sql", sql)
+    return plans
+
+
+@pytest.mark.parametrize("path", ["one table", "a group"])
+def test_many_changes_into_a_larger_table_merge_through_a_bloom_filter_of_their_keys(
+    lake: Lake, merge_plans: list[str], monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    from cdc_ingest.apply import existing_tables, fresh_tables
+
+    if path == "one table":
+        monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 10)  # merged by keyed.apply_table
+    else:
+        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 50)  # merged, not rewritten
+    lake.add_pipeline("shop", "canal-json")
+    rows = [{"id": i, "v": "a"} for i in range(400)]
+    lake.land("shop", "001.json", [_canal("INSERT", rows, 10, ["id"])])
+    lake.run("shop")
+    # 60 changes, 50 of them merged, into 400 rows: too many to list (20 times as many rows are
+    # needed), few enough for the filter (4 times).
+    changes = [_canal("UPDATE", [{"id": i, "v": "newer"}], 20, ["id"]) for i in range(30)]
+    changes += [_canal("UPDATE", [{"id": i, "v": "older"}], 5, ["id"]) for i in range(30, 40)]
+    changes += [_canal("DELETE", [{"id": i, "v": "a"}], 20, ["id"]) for i in range(40, 50)]
+    changes += [_canal("INSERT", [{"id": i, "v": "new"}], 20, ["id"]) for i in range(900, 910)]
+    lake.land("shop", "002.json", changes)
+    broadcast = lake.spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    summary = lake.run("shop")
+
+    # The filter's settings were the MERGE's only.
+    assert lake.spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == broadcast
+    counts = summary.tables["orders"]
+    assert (counts.updated, counts.older, counts.deleted, counts.inserted) == (30, 10, 10, 10)
+    held = {r["id"]: r["v"] for r in lake.rows("orders")}
+    assert len(held) == 400 and not set(range(40, 50)) & set(held)
+    assert {held[i] for i in range(30)} == {"newer"} and held[35] == held[399] == "a"
+    assert {held[i] for i in range(900, 910)} == {"new"}
+    (plan,) = merge_plans
+    assert "might_contain" in plan and "bloom_filter_agg" in plan
+    # Sized for the 50 merged changes, at eight bits each.
+    assert "bloom_filter_agg(xxhash64(id" in plan and ", 50, 400, 0, 0)" in plan

@@ -6,6 +6,7 @@ Each write reads the classification's ``_action`` (``actions``) and the newest c
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, INSERT, UPDATE
 from cdc_ingest.apply.few_keys import listed_keys
+from cdc_ingest.apply.runtime_filter import bloom_filtered, unestimated, worth_filtering
 from cdc_ingest.apply.update_images import KEEP_COLUMN
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.state.tables import ORDER_COLUMN, quote
@@ -45,7 +47,9 @@ def merge_target(
     ``_cdc_order`` on every row (2M rows: 4.7 CPU-s without it, 5.2 with it as ``binary``, 7.7
     when it was a list, which Iceberg does not read vectorized). ``merged`` changes (the count of
     the classification's merged actions) into ``table_rows`` rows may list their keys in the
-    condition (``few_keys.listed_keys``).
+    condition (``few_keys.listed_keys``); where they are too many for that but the table is still
+    much larger, a bloom filter of their keys keeps its other rows out of the join
+    (``runtime_filter``).
     """
     columns = [*target.written_columns, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
     soft = target.deletes == "soft"
@@ -53,10 +57,17 @@ def merge_target(
     carried = [KEEP_COLUMN] if KEEP_COLUMN in classified.columns else []
     # With soft deletes, a delete of a soft-deleted row still moves its order on.
     actions = (INSERT, UPDATE, DELETED, DELETED_ABSENT) if soft else (INSERT, UPDATE, DELETED)
-    source = classified.where(F.col("_action").isin(*actions)).select(*columns, "_action", *carried)
+
+    def merged_rows(frame: DataFrame) -> DataFrame:
+        return frame.where(F.col("_action").isin(*actions)).select(*columns, "_action", *carried)
+
+    source = merged_rows(classified)
+    listed = listed_keys(source, target, merged, table_rows)
+    filtered = not listed and worth_filtering(merged, table_rows)
+    if filtered:
+        source = merged_rows(unestimated(classified))
     source.createOrReplaceTempView(view)
-    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.keys)
-    on += listed_keys(source, target, merged, table_rows)
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.keys) + listed
     newer = f" AND s.{ORDER_COLUMN} > t.{ORDER_COLUMN}" if guarded else ""
     keeps = KEEP_COLUMN in classified.columns
     sets = ", ".join(
@@ -72,7 +83,7 @@ def merge_target(
     if soft:
         flag = quote(DELETED_COLUMN)
         marks = ", ".join(f"{c} = s.{c}" for c in (ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"))
-        spark.sql(
+        statement = (
             f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
             f"WHEN MATCHED AND s._action IN ('{DELETED}', '{DELETED_ABSENT}'){newer} "
             f"THEN UPDATE SET {flag} = true, {marks} "
@@ -82,12 +93,14 @@ def merge_target(
             f"THEN INSERT ({names}, {flag}) VALUES ({values}, false)"
         )
     else:
-        spark.sql(
+        statement = (
             f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
             f"WHEN MATCHED AND s._action = '{DELETED}'{newer} THEN DELETE "
             f"WHEN MATCHED AND s._action = '{UPDATE}'{newer} THEN UPDATE SET {sets} "
             f"WHEN NOT MATCHED AND s._action = '{INSERT}' THEN INSERT ({names}) VALUES ({values})"
         )
+    with bloom_filtered(spark, merged) if filtered else contextlib.nullcontext():
+        spark.sql(statement)
     spark.catalog.dropTempView(view)
 
 

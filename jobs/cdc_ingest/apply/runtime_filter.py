@@ -1,0 +1,84 @@
+"""Many changes into a larger mirror: a bloom filter of the changes' keys keeps the table's other
+rows out of the MERGE's join.
+
+A ``MERGE INTO`` with a ``WHEN NOT MATCHED`` clause is an outer join with the changes on the
+preserved side, so Spark cannot broadcast them: it shuffles and sorts every row of the table
+(its key, file and position) to meet them. Spark's runtime filter (``InjectRuntimeFilter``) can
+put a bloom filter of the changes' keys on the table's side of that join, below the shuffle, but
+it never did here: the changes are the classification's local checkpoint, whose plan carries the
+estimate of the join it came from (2e27 bytes for 1M changes into 10M rows), far over the
+filter's limit on its source (10 MB by default); and the table's scan must be over another limit
+(10 GB). So the MERGE reads the checkpoint's rows under a plan of their own (``unestimated``),
+and the statement is planned with both limits lifted and the filter sized for the changes
+(``bloom_filtered``), only where the table is much larger than the changes: Spark then computes
+the filter from the changes in a small job of its own and applies it while reading the table.
+Measured on 26 November 2026 (2 cores, 1M changes into 10M rows, three runs each, alternating):
+the MERGE 5.3-7.1 CPU-s against 7.8-12.6. The filter only drops rows whose keys no change has
+(a bloom filter has false positives, not false negatives), so the MERGE's result is the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# The filter pays where the table holds at least this many times as many rows as the changes
+# merged: each of the table's rows is then hashed and probed, and each one it drops is not
+# shuffled and sorted (the filter costs about a tenth of what it saves per row).
+LARGER = 4
+# Bits per change in the filter: about 3% false positives (Spark's default for its own sizing).
+BITS_PER_KEY = 8
+_CONF = "spark.sql.optimizer.runtime.bloomFilter."
+_LONGEST = str(2**63 - 1)
+
+
+def worth_filtering(changes: int, table_rows: int) -> bool:
+    """Whether ``changes`` merged into a table of ``table_rows`` rows (its data files' records)
+    are few enough against it for the bloom filter to pay."""
+    return changes > 0 and table_rows >= LARGER * changes
+
+
+def unestimated(frame: DataFrame) -> DataFrame:
+    """``frame``'s rows under a plan of their own, which Spark estimates at its default size
+    instead of from the plan that computed them: read from a local checkpoint, they are not
+    computed again."""
+    from pyspark.sql import DataFrame as Frame
+
+    spark = frame.sparkSession
+    rows = frame._jdf.queryExecution().toRdd()
+    jdf = spark._jsparkSession.internalCreateDataFrame(rows, frame._jdf.schema(), False)
+    return Frame(jdf, spark)
+
+
+@contextmanager
+def bloom_filtered(spark: SparkSession, changes: int) -> Iterator[None]:
+    """Plan the MERGE of the block with Spark's runtime bloom filter allowed whatever the sizes
+    of its two sides, sized for ``changes`` keys. The session's settings come back after.
+
+    Spark also skips the filter where it judges by size that the join is probably a broadcast
+    (a table under 10 MB), which a MERGE's never is: the table carries a hint against it, and
+    the changes are the preserved side. So no size allows one for the statement."""
+    settings = {
+        _CONF + "enabled": "true",
+        _CONF + "applicationSideScanSizeThreshold": "0",
+        _CONF + "creationSideThreshold": _LONGEST,
+        _CONF + "expectedNumItems": str(changes),
+        _CONF + "maxNumItems": str(max(changes, 4_000_000)),
+        _CONF + "numBits": str(BITS_PER_KEY * changes),
+        "spark.sql.autoBroadcastJoinThreshold": "-1",
+    }
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, earlier in before.items():
+            if earlier is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, earlier)
