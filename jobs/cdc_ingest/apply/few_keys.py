@@ -36,6 +36,20 @@ LARGER = 20
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
+# One table's changes (not collapsed: ``keyed.with_table_rows``) are semi-joined at up to this
+# many (a broadcast of 2M bigint keys is about 50 MB) into a table of at least this many times as
+# many rows. The broadcast costs about 1.4 CPU-s per million keys, each table row it keeps out of
+# the join's shuffle and sort about a quarter of that per key.
+BROADCAST_KEYS = 2_000_000
+SEMI_JOINED_LARGER = 8
+
+
+def semi_joined(changes: int, table_rows: int) -> bool:
+    """Whether one table's ``changes``, joined with its rows before their collapse, keep the
+    table's rows of ``table_rows`` to their keys (``rows_of_keys``)."""
+    return 0 < changes <= BROADCAST_KEYS and table_rows >= SEMI_JOINED_LARGER * changes
+
+
 def few_changes(changes: int, table_rows: int) -> bool:
     """Whether ``changes`` to a table of ``table_rows`` rows (its data files' records) are few
     enough for the classification to read only their keys' rows."""

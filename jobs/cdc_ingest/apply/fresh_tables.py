@@ -138,9 +138,7 @@ class FreshGroup:
         newest = newest_changes(usable, per=(TARGET, "_cdc_key"))
         # A created table holds no rows and (see applies_fresh) no tombstones: only the kind of
         # each key's newest change decides, for every table of the group alike.
-        classified = classify(
-            self.spark, newest, self.tables[0].target, table_rows=False, tombstones=False
-        )
+        classified = classify(self.spark, newest, self.tables[0].target, tombstones=False)
         counts = self._materialized(classified)
         self._typed = typed
         for table in self.tables:

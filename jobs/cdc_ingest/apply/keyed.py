@@ -22,7 +22,7 @@ from cdc_ingest.apply.actions import (
     UPDATE,
 )
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
-from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
+from cdc_ingest.apply.few_keys import rows_of_keys, semi_joined
 from cdc_ingest.apply.keyed_writes import (
     append_target,
     append_tombstones,
@@ -77,7 +77,7 @@ def newest_changes(
     ``per``: what a key is (with ``_cdc_target`` first when the frame holds several tables).
     """
     if unsent:
-        good = fill_unsent(good, unsent)
+        good = fill_unsent(good, unsent, per)
     partition = ", ".join(sql_text.name(column) for column in per)
     newest_first = f"PARTITION BY {partition} ORDER BY {ORDER_COLUMN} DESC"
     whole_key = f"{newest_first} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
@@ -94,43 +94,49 @@ def newest_changes(
     return sql_text.select(ranked.where("_rank = 1"), [*kept, "_changes"])
 
 
+def with_table_rows(
+    spark: SparkSession, changes: DataFrame, target: TargetTable, few: bool = False
+) -> DataFrame:
+    """``changes`` (typed, not yet collapsed) with what the table holds for each one's key:
+    ``_t_order`` (and ``_t_deleted`` for soft deletes), null where it holds no row.
+
+    Joined before the collapse, so that the collapse (``newest_changes`` per the key's columns
+    and ``_cdc_key``) finds the changes partitioned by the join and needs no shuffle of its own,
+    and so that where ``few`` (``few_keys.semi_joined``) the table's rows are kept to the
+    changes' keys by a broadcast of those keys without computing the collapse twice. (Spark's
+    runtime bloom filter, as the MERGE has, is not injected here: the filter that drops the
+    changes with typing errors matches regular expressions, which Spark does not rerun for it.)
+    """
+    soft = target.deletes == "soft"
+    current = sql_text.select(
+        spark.table(target.identifier),
+        [
+            *[f"{sql_text.name(k)} AS {sql_text.name('_t_' + k)}" for k in target.keys],
+            f"{ORDER_COLUMN} AS _t_order",
+            *([f"{DELETED_COLUMN} AS _t_deleted"] if soft else []),
+        ],
+    )
+    if few:
+        current = rows_of_keys(current, changes, target.keys)
+    on_key = " AND ".join(f"{sql_text.name(k)} = {sql_text.name('_t_' + k)}" for k in target.keys)
+    return changes.join(current, F.expr(on_key), "left")
+
+
 def classify(
-    spark: SparkSession,
-    newest: DataFrame,
-    target: TargetTable,
-    table_rows: bool,
-    tombstones: bool,
-    few: bool = False,
+    spark: SparkSession, newest: DataFrame, target: TargetTable, tombstones: bool
 ) -> DataFrame:
     """Each key's newest change marked with what applying it does (``_action``).
 
     Args:
         spark: the session.
-        newest: output of ``newest_changes``.
+        newest: output of ``newest_changes``, over ``with_table_rows`` where the table may hold
+            rows (a table this run created holds none).
         target: the table.
-        table_rows: whether the table may hold rows (a table this run created holds none).
         tombstones: whether ``_cdc_tombstones`` may hold keys of this table.
-        few: whether the changes are few against the table's rows (``few_keys.few_changes``):
-            only the table's rows of their keys are joined.
     """
     joined = newest
     soft = target.deletes == "soft"
-    if table_rows:
-        current = sql_text.select(
-            spark.table(target.identifier),
-            [
-                *[f"{sql_text.name(k)} AS {sql_text.name('_t_' + k)}" for k in target.keys],
-                f"{ORDER_COLUMN} AS _t_order",
-                *([f"{DELETED_COLUMN} AS _t_deleted"] if soft else []),
-            ],
-        )
-        if few:
-            current = rows_of_keys(current, newest, target.keys)
-        on_key = " AND ".join(
-            f"{sql_text.name(k)} = {sql_text.name('_t_' + k)}" for k in target.keys
-        )
-        joined = joined.join(current, F.expr(on_key), "left")
-    else:
+    if "_t_order" not in joined.columns:
         joined = sql_text.select(joined, ["*", "CAST(NULL AS BINARY) AS _t_order"])
     if soft and "_t_deleted" not in joined.columns:
         joined = sql_text.select(joined, ["*", "CAST(NULL AS BOOLEAN) AS _t_deleted"])
@@ -273,20 +279,18 @@ def apply_table(
         with stage("count ignored deletes"):
             ignored = usable.where(is_delete).count()
         usable = usable.where(~is_delete)
-    newest = newest_changes(usable, unsent if target.unavailable_values else None)
     # The snapshot the classification reads: the MERGE compares orders again only if it moved.
     read_at, table_rows = (None, 0) if created else current_snapshot_facts(spark, target.identifier)
+    filled = unsent if target.unavailable_values else None
+    if created:
+        newest = newest_changes(usable, filled)
+    else:
+        held = with_table_rows(spark, usable, target, semi_joined(rows, table_rows))
+        newest = newest_changes(held, filled, per=(*target.keys, "_cdc_key"))
     index = tombstone_index or TombstoneIndex(spark, target.tombstones)
     with stage("probe tombstones"):
         tombstones = index.holds(target.name)
-    classified = classify(
-        spark,
-        newest,
-        target,
-        table_rows=not created,
-        tombstones=tombstones,
-        few=few_changes(rows, table_rows),
-    )
+    classified = classify(spark, newest, target, tombstones)
     # Materialized by the count below, as rows (a local checkpoint costs less CPU than a columnar
     # cache) and with the lineage cut: the MERGE below changes the table this classification
     # read, and a recomputation after it would classify against the new state. Inside the stage:

@@ -60,12 +60,14 @@ def with_old_key_deletes(changes: DataFrame, target: TargetTable) -> DataFrame:
     return mine.withColumn(MOVED_COLUMN, F.lit(False)).unionByName(old)
 
 
-def fill_unsent(good: DataFrame, columns: list[str]) -> DataFrame:
+def fill_unsent(
+    good: DataFrame, columns: list[str], per: tuple[str, ...] = ("_cdc_key",)
+) -> DataFrame:
     """A column a change did not send takes the value of the key's latest earlier change in the
     batch that sent it; only if none did does it stay in ``KEEP_COLUMN`` (the table keeps its
-    stored value)."""
+    stored value). ``per``: what a key is (``newest_changes``)."""
     so_far = (
-        Window.partitionBy("_cdc_key")
+        Window.partitionBy(*per)
         .orderBy(F.col(ORDER_COLUMN))
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
