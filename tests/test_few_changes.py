@@ -151,17 +151,20 @@ def test_tables_classified_together_read_only_the_rows_of_a_few_changes(
 
 
 @pytest.fixture
-def merge_plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The physical plan of every ``MERGE INTO`` a mirror, explained just before it runs (the
-    session's settings then are the statement's)."""
+def merge_plans(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """The physical plan of every ``MERGE INTO``, by the table's name (``orders``,
+    ``_cdc_tombstones``), explained just before it runs (the session's settings then are the
+    statement's)."""
     from pyspark.sql import SparkSession
 
-    plans: list[str] = []
+    plans: dict[str, list[str]] = {}
     run_sql = SparkSession.sql
 
     def sql(self: SparkSession, statement: str, *args: Any, **kwargs: Any) -> Any:
-        if statement.startswith("MERGE INTO") and "_cdc_tombstones t" not in statement:
-            plans.append(run_sql(self, f"EXPLAIN {statement}").collect()[0][0])
+        if statement.startswith("MERGE INTO"):
+            name = statement.split()[2].rsplit(".", 1)[-1].strip("`")
+            plan = run_sql(self, f"EXPLAIN {statement}").collect()[0][0]
+            plans.setdefault(name, []).append(plan)
         return run_sql(self, statement, *args, **kwargs)
 
     monkeypatch.setattr(SparkSession, "sql", sql)
@@ -170,7 +173,7 @@ def merge_plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.mark.parametrize("path", ["one table", "a group"])
 def test_many_changes_into_a_larger_table_merge_through_a_bloom_filter_of_their_keys(
-    lake: Lake, merge_plans: list[str], monkeypatch: pytest.MonkeyPatch, path: str
+    lake: Lake, merge_plans: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     from cdc_ingest.apply import existing_tables, fresh_tables
 
@@ -200,7 +203,36 @@ def test_many_changes_into_a_larger_table_merge_through_a_bloom_filter_of_their_
     assert len(held) == 400 and not set(range(40, 50)) & set(held)
     assert {held[i] for i in range(30)} == {"newer"} and held[35] == held[399] == "a"
     assert {held[i] for i in range(900, 910)} == {"new"}
-    (plan,) = merge_plans
+    (plan,) = merge_plans["orders"]
     assert "might_contain" in plan and "bloom_filter_agg" in plan
     # Sized for the 50 merged changes, at eight bits each.
     assert "bloom_filter_agg(xxhash64(id" in plan and ", 50, 400, 0, 0)" in plan
+
+
+def test_tombstones_merge_through_a_bloom_filter_of_the_keys_they_set(
+    lake: Lake, merge_plans: dict[str, list[str]]
+) -> None:
+    lake.add_pipeline("shop", "canal-json")
+    rows = [{"id": i, "v": "a"} for i in range(400)]
+    lake.land("shop", "001.json", [_canal("INSERT", rows, 10, ["id"])])
+    lake.run("shop")
+    deletes = [_canal("DELETE", [{"id": i, "v": "a"}], 20, ["id"]) for i in range(100)]
+    lake.land("shop", "002.json", deletes)
+    lake.run("shop")  # the first tombstones are appended: no MERGE
+    assert "_cdc_tombstones" not in merge_plans
+    # 20 deletes, one of a key deleted before (older than its tombstone), and an insert that
+    # clears a tombstone: 21 tombstones set or cleared among the 100 held.
+    changes = [_canal("DELETE", [{"id": i, "v": "a"}], 30, ["id"]) for i in range(200, 220)]
+    changes.append(_canal("DELETE", [{"id": 5, "v": "a"}], 15, ["id"]))
+    changes.append(_canal("INSERT", [{"id": 7, "v": "back"}], 40, ["id"]))
+    lake.land("shop", "003.json", changes)
+    summary = lake.run("shop")
+
+    counts = summary.tables["orders"]
+    assert (counts.deleted, counts.older, counts.inserted) == (20, 1, 1)
+    held = {r["id"]: r["v"] for r in lake.rows("orders")}
+    assert len(held) == 281 and held[7] == "back" and 5 not in held and 210 not in held
+    tombstones = {r["key"] for r in lake.rows("_cdc_tombstones", "key")}
+    assert len(tombstones) == 119 and '["7"]' not in tombstones and '["210"]' in tombstones
+    (plan,) = merge_plans["_cdc_tombstones"]
+    assert "might_contain" in plan and ", 21, 168, 0, 0)" in plan

@@ -46,7 +46,9 @@ def test_a_batch_shaped_like_the_last_one_compiles_no_new_code(lake: Any) -> Non
         before = None if op == "c" else {"id": key, "n": value - 1}
         return {"op": op, "before": before, "after": {"id": key, "n": value}, "source": source}
 
-    lake.land("shop", "001.json", [change("c", k, 0) for k in range(6)])
+    # Rows enough that every batch's two changes take the same plan (a bloom filter of their
+    # keys, a semi-join: both chosen by the table's size against the changes').
+    lake.land("shop", "001.json", [change("c", k, 0) for k in range(20)])
     lake.run("shop")
     metrics = lake.spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
     compiled = []

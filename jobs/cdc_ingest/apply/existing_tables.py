@@ -244,13 +244,7 @@ class ExistingGroup(FreshGroup):
         """One ``_cdc_tombstones`` commit for the ``applied`` tables' deletes (and the inserts
         that clear a tombstone); returns the tables that have tombstones now. Tables that merged
         nothing note their counts on it."""
-        changing = [
-            n
-            for n in applied
-            if self.summaries[n].deleted
-            or self.summaries[n].deleted_absent
-            or self._counts[n].get((INSERT, True), (0, 0))[0]
-        ]
+        changing = [n for n in applied if self._tombstoned(n)]
         if not changing:
             return []
         changing.sort()
@@ -264,12 +258,22 @@ class ExistingGroup(FreshGroup):
         first = self.tables[0].target
         with commit_properties(self.spark, properties):
             if any(n in self._with_tombstones for n in changing):
+                tombstoned = sum(self._tombstoned(n) for n in changing)
                 with stage("merge into tombstones"):
-                    merge_tombstones(self.spark, mine, first, F.col(TARGET))
+                    merge_tombstones(self.spark, mine, first, F.col(TARGET), tombstoned)
             else:
                 with stage("append first tombstones"):
                     append_tombstones(mine, first.tombstones, self.batch_id, F.col(TARGET))
         return changing
+
+    def _tombstoned(self, name: str) -> int:
+        """How many tombstones a table's classification sets or clears."""
+        summary = self.summaries[name]
+        return (
+            summary.deleted
+            + summary.deleted_absent
+            + self._counts[name].get((INSERT, True), (0, 0))[0]
+        )
 
     @staticmethod
     def _outcome(summary: TableSummary) -> dict[str, object]:

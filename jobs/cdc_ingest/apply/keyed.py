@@ -321,10 +321,12 @@ def apply_table(
                     merged = summary.inserted + summary.updated + summary.deleted
                     merged += summary.deleted_absent if target.deletes == "soft" else 0
                     merge_target(spark, classified, target, moved, merged, table_rows)
-        if summary.deleted or summary.deleted_absent or counts.get((INSERT, True), (0, 0))[0]:
+        tombstoned = summary.deleted + summary.deleted_absent
+        tombstoned += counts.get((INSERT, True), (0, 0))[0]
+        if tombstoned:
             if tombstones:
                 with stage("merge into tombstones"):
-                    merge_tombstones(spark, classified, target)
+                    merge_tombstones(spark, classified, target, changes=tombstoned)
             else:
                 with stage("append first tombstones"):
                     append_tombstones(classified, target.tombstones, batch_id, target.name)

@@ -18,7 +18,7 @@ from cdc_ingest.apply.few_keys import listed_keys
 from cdc_ingest.apply.runtime_filter import bloom_filtered, unestimated, worth_filtering
 from cdc_ingest.apply.update_images import KEEP_COLUMN
 from cdc_ingest.schema.target import TargetTable
-from cdc_ingest.state.tables import ORDER_COLUMN, quote
+from cdc_ingest.state.tables import ORDER_COLUMN, current_snapshot_facts, quote
 from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
@@ -134,14 +134,24 @@ def _tombstone_changes(classified: DataFrame, table: Column) -> DataFrame:
 
 
 def merge_tombstones(
-    spark: SparkSession, classified: DataFrame, target: TargetTable, table: Column | None = None
+    spark: SparkSession,
+    classified: DataFrame,
+    target: TargetTable,
+    table: Column | None = None,
+    changes: int = 0,
 ) -> None:
     """Set, move or clear the tombstones of the classified keys (``table``: the column naming
-    each change's table when ``classified`` holds several; else ``target``'s name)."""
+    each change's table when ``classified`` holds several; else ``target``'s name). ``changes``:
+    how many tombstones the classification sets or clears; where the namespace holds at least
+    ``runtime_filter.LARGER`` times as many, a bloom filter of their keys keeps the others out of
+    the MERGE's join (the tombstones of every delete ever applied stay in the table)."""
     view = f"_cdc_tombstones_{next(_views)}"
     named = F.lit(target.name) if table is None else table
-    _tombstone_changes(classified, named).createOrReplaceTempView(view)
-    spark.sql(
+    held = current_snapshot_facts(spark, target.tombstones)[1] if changes else 0
+    filtered = worth_filtering(changes, held)
+    rows = unestimated(classified) if filtered else classified
+    _tombstone_changes(rows, named).createOrReplaceTempView(view)
+    statement = (
         f"MERGE INTO {target.tombstones} t USING {view} s "
         "ON t.target_table = s.target_table AND t.key = s.key "
         "WHEN MATCHED AND s._tomb = 'clear' THEN DELETE "
@@ -151,6 +161,8 @@ def merge_tombstones(
         f"(target_table, key, {ORDER_COLUMN}, batch_id) VALUES "
         f"(s.target_table, s.key, s.{ORDER_COLUMN}, s.batch_id)"
     )
+    with bloom_filtered(spark, changes) if filtered else contextlib.nullcontext():
+        spark.sql(statement)
     spark.catalog.dropTempView(view)
 
 
