@@ -7,6 +7,7 @@ spies check that the narrowed path ran.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -209,9 +210,20 @@ def test_many_changes_into_a_larger_table_merge_through_a_bloom_filter_of_their_
     assert "bloom_filter_agg(xxhash64(id" in plan and ", 50, 400, 0, 0)" in plan
 
 
-def test_tombstones_merge_through_a_bloom_filter_of_the_keys_they_set(
-    lake: Lake, merge_plans: dict[str, list[str]]
+def test_tombstones_are_broadcast_to_the_changes_and_merged_through_a_bloom_filter(
+    lake: Lake, merge_plans: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from cdc_ingest.apply import keyed
+
+    classified: list[str] = []
+    original = keyed.classify
+
+    def classify(*args: Any, **kwargs: Any) -> Any:
+        frame = original(*args, **kwargs)
+        classified.append(frame._jdf.queryExecution().optimizedPlan().toString())
+        return frame
+
+    monkeypatch.setattr(keyed, "classify", classify)
     lake.add_pipeline("shop", "canal-json")
     rows = [{"id": i, "v": "a"} for i in range(400)]
     lake.land("shop", "001.json", [_canal("INSERT", rows, 10, ["id"])])
@@ -236,3 +248,6 @@ def test_tombstones_merge_through_a_bloom_filter_of_the_keys_they_set(
     assert len(tombstones) == 119 and '["7"]' not in tombstones and '["210"]' in tombstones
     (plan,) = merge_plans["_cdc_tombstones"]
     assert "might_contain" in plan and ", 21, 168, 0, 0)" in plan
+    # The third batch's classification: its tombstones joined by broadcast.
+    joined = r"Join LeftOuter, \(_cdc_key#\d+ = _d_key#\d+\), rightHint=\(strategy=broadcast\)"
+    assert re.search(joined, classified[-1]), classified[-1]

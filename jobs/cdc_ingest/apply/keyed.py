@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+# A namespace's tombstones (every table's) are broadcast to a table's changes up to this many
+# rows: about 60 MB of key texts and orders, against a shuffle of every change with its images.
+BROADCAST_TOMBSTONES = 500_000
 # What a table's summary says about its changes (dead letters come from the batch, not the table).
 OUTCOMES = (
     "messages",
@@ -123,7 +126,11 @@ def with_table_rows(
 
 
 def classify(
-    spark: SparkSession, newest: DataFrame, target: TargetTable, tombstones: bool
+    spark: SparkSession,
+    newest: DataFrame,
+    target: TargetTable,
+    tombstones: bool,
+    tombstone_rows: int = 0,
 ) -> DataFrame:
     """Each key's newest change marked with what applying it does (``_action``).
 
@@ -133,6 +140,10 @@ def classify(
             rows (a table this run created holds none).
         target: the table.
         tombstones: whether ``_cdc_tombstones`` may hold keys of this table.
+        tombstone_rows: how many rows ``_cdc_tombstones`` holds (every table's); up to
+            ``BROADCAST_TOMBSTONES``, this table's are broadcast to the changes, which then need
+            no shuffle by their key's text of their own (they are partitioned by the key's
+            columns, ``with_table_rows``).
     """
     joined = newest
     soft = target.deletes == "soft"
@@ -145,6 +156,8 @@ def classify(
             spark.table(target.tombstones).where(f"target_table = {literal(target.name)}"),
             ["key AS _d_key", f"{ORDER_COLUMN} AS _d_order"],
         )
+        if 0 < tombstone_rows <= BROADCAST_TOMBSTONES:
+            deleted = F.broadcast(deleted)
         joined = joined.join(deleted, F.expr("_cdc_key = _d_key"), "left")
     else:
         joined = sql_text.select(joined, ["*", "CAST(NULL AS BINARY) AS _d_order"])
@@ -290,7 +303,8 @@ def apply_table(
     index = tombstone_index or TombstoneIndex(spark, target.tombstones)
     with stage("probe tombstones"):
         tombstones = index.holds(target.name)
-    classified = classify(spark, newest, target, tombstones)
+    tombstone_rows = current_snapshot_facts(spark, target.tombstones)[1] if tombstones else 0
+    classified = classify(spark, newest, target, tombstones, tombstone_rows)
     # Materialized by the count below, as rows (a local checkpoint costs less CPU than a columnar
     # cache) and with the lineage cut: the MERGE below changes the table this classification
     # read, and a recomputation after it would classify against the new state. Inside the stage:
