@@ -340,7 +340,10 @@ def apply_table(
         if tombstoned:
             if tombstones:
                 with stage("merge into tombstones"):
-                    merge_tombstones(spark, classified, target, changes=tombstoned)
+                    # Counted before the classification: the count only chooses the filter.
+                    merge_tombstones(
+                        spark, classified, target, changes=tombstoned, held=tombstone_rows
+                    )
             else:
                 with stage("append first tombstones"):
                     append_tombstones(classified, target.tombstones, batch_id, target.name)

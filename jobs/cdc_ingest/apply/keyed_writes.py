@@ -139,15 +139,18 @@ def merge_tombstones(
     target: TargetTable,
     table: Column | None = None,
     changes: int = 0,
+    held: int | None = None,
 ) -> None:
     """Set, move or clear the tombstones of the classified keys (``table``: the column naming
     each change's table when ``classified`` holds several; else ``target``'s name). ``changes``:
-    how many tombstones the classification sets or clears; where the namespace holds at least
-    ``runtime_filter.LARGER`` times as many, a bloom filter of their keys keeps the others out of
-    the MERGE's join (the tombstones of every delete ever applied stay in the table)."""
+    how many tombstones the classification sets or clears; where the namespace holds (``held``,
+    read from the catalog when not given) at least ``runtime_filter.LARGER`` times as many, a
+    bloom filter of their keys keeps the others out of the MERGE's join (the tombstones of every
+    delete ever applied stay in the table)."""
     view = f"_cdc_tombstones_{next(_views)}"
     named = F.lit(target.name) if table is None else table
-    held = current_snapshot_facts(spark, target.tombstones)[1] if changes else 0
+    if held is None:
+        held = current_snapshot_facts(spark, target.tombstones)[1] if changes else 0
     filtered = worth_filtering(changes, held)
     rows = unestimated(classified) if filtered else classified
     _tombstone_changes(rows, named).createOrReplaceTempView(view)

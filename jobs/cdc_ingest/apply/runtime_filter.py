@@ -46,8 +46,9 @@ def worth_filtering(changes: int, table_rows: int) -> bool:
 
 def unestimated(frame: DataFrame) -> DataFrame:
     """``frame``'s rows under a plan of their own, which Spark estimates at its default size
-    instead of from the plan that computed them: read from a local checkpoint, they are not
-    computed again."""
+    instead of from the plan that computed them. Each read of the result runs ``frame``'s plan
+    (the filter's job, then the MERGE): ``frame`` is materialized (a local checkpoint or
+    collected rows), so that plan only reads them."""
     from pyspark.sql import DataFrame as Frame
 
     spark = frame.sparkSession
