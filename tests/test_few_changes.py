@@ -251,3 +251,49 @@ def test_tombstones_are_broadcast_to_the_changes_and_merged_through_a_bloom_filt
     # The third batch's classification: its tombstones joined by broadcast.
     joined = r"Join LeftOuter, \(_cdc_key#\d+ = _d_key#\d+\), rightHint=\(strategy=broadcast\)"
     assert re.search(joined, classified[-1]), classified[-1]
+
+
+def test_a_tables_changes_are_collapsed_in_the_partitions_of_their_join_with_its_rows(
+    lake: Lake, spied: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdc_ingest.apply import fresh_tables, keyed
+    from cdc_ingest.run import batch
+
+    monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 10)  # applied by keyed.apply_table
+    # A partition per file and no join broadcast by size, as a large batch into a large table
+    # has: a tiny one is one partition, which any collapse reads without an exchange.
+    monkeypatch.setattr(batch, "ONE_PARTITION", 0)
+    threshold = lake.spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    lake.spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    newest_plans: list[str] = []
+    original = keyed.classify
+
+    def classify(spark: Any, newest: Any, *args: Any) -> Any:
+        newest_plans.append(newest._jdf.queryExecution().executedPlan().toString())
+        return original(spark, newest, *args)
+
+    monkeypatch.setattr(keyed, "classify", classify)
+    lake.add_pipeline("shop", "canal-json")
+    rows = [{"id": i, "v": "a"} for i in range(400)]
+    lake.land("shop", "001.json", [_canal("INSERT", rows, 10, ["id"])])
+    lake.run("shop")
+    # 20 keys changed twice each (the newer wins) and one older change, into 400 rows.
+    changes = [_canal("UPDATE", [{"id": i, "v": "first"}], 20, ["id"]) for i in range(20)]
+    changes += [_canal("UPDATE", [{"id": i, "v": "second"}], 30, ["id"]) for i in range(20)]
+    changes.append(_canal("UPDATE", [{"id": 30, "v": "older"}], 5, ["id"]))
+    lake.land("shop", "002.json", changes[:20])
+    lake.land("shop", "003.json", changes[20:])
+    try:
+        summary = lake.run("shop")
+    finally:
+        lake.spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+
+    counts = summary.tables["orders"]
+    assert (counts.updated, counts.superseded, counts.older) == (20, 20, 1)
+    held = {r["id"]: r["v"] for r in lake.rows("orders")}
+    assert {held[i] for i in range(20)} == {"second"} and held[30] == "a" and len(held) == 400
+    # The changes' uncollapsed keys keep the table's rows to theirs (a broadcast semi-join),
+    # and the collapse reads the partitions of the join by the key: no exchange by key text.
+    assert spied["semi_joins"] == [("id",)]
+    plan = newest_plans[-1]
+    assert "hashpartitioning(id#" in plan and "hashpartitioning(_cdc_key" not in plan, plan
