@@ -40,6 +40,66 @@ def test_a_row_another_writer_changed_after_the_classification_is_not_overwritte
     assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
 
 
+@pytest.mark.parametrize("path", ["one table", "a group"])
+def test_inserts_after_another_writers_commit_are_merged_not_appended(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    from cdc_ingest.apply import existing_tables, fresh_tables, keyed
+
+    module: Any = keyed
+    counts = "action_counts"
+    # The group path needs two tables (a group of one is applied alone).
+    items = [canal_message("items", "INSERT", {"id": 1, "v": "i"}, 3)] if path == "a group" else []
+    if path == "one table":
+        monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 2)  # applied by keyed.apply_table
+    else:
+        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 1)  # written, not rewritten
+        module, counts = fresh_tables, "arrow_action_counts"
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.land("shop", "001b.json", [canal_message("orders", "INSERT", {"id": 2, "v": "x"}, 2)])
+    if items:
+        lake.land("shop", "001c.json", items)
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            canal_message("orders", "INSERT", {"id": 3, "v": "c"}, 5),
+            canal_message("orders", "INSERT", {"id": 4, "v": "d"}, 6),
+            *[canal_message("items", "INSERT", {"id": 2, "v": "j"}, 7) for _ in items],
+        ],
+    )
+    counted = getattr(module, counts)
+    wrote: list[bool] = []
+
+    def then_another_writer_inserts_key_3(*args: Any, **kwargs: Any) -> Any:
+        counts = counted(*args, **kwargs)
+        if not wrote:
+            table = f"{lake.catalog}.ods.orders"
+            values = {"id": "3", "v": "'other'", "_cdc_order": "X'FFFFFFFFFFFFFFFF'"}
+            row = ", ".join(
+                f"CAST({values.get(f.name, 'NULL')} AS {f.dataType.simpleString()})"
+                for f in lake.spark.table(table).schema
+            )
+            lake.spark.sql(f"INSERT INTO {table} SELECT {row}")
+            wrote.append(True)
+        return counts
+
+    monkeypatch.setattr(module, counts, then_another_writer_inserts_key_3)
+    summary = lake.run("shop")
+
+    assert wrote == [True]
+    # Classified as inserts of keys the table did not hold; appended, key 3 would be there twice.
+    assert summary.tables["orders"].inserted == 2
+    assert lake.rows("orders", "id", "v") == [
+        {"id": 1, "v": "a"},
+        {"id": 2, "v": "x"},
+        {"id": 3, "v": "other"},
+        {"id": 4, "v": "d"},
+    ]
+
+
 def test_a_row_another_writer_changed_is_kept_when_tables_are_classified_together(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -55,6 +55,38 @@ def spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     return calls
 
 
+@pytest.fixture
+def path_taken(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, list[str]]:
+    """The apply path a parametrized test runs ("one table": ``keyed.apply_table``; "a group":
+    ``existing_tables``, whose ``write`` of each table is recorded in the list returned)."""
+    from cdc_ingest.apply import existing_tables, fresh_tables
+
+    path: str = request.param
+    written: list[str] = []
+    if path == "one table":
+        monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 2)  # applied by keyed.apply_table
+    else:
+        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 50)  # merged, not rewritten
+        write = existing_tables.ExistingGroup.write
+
+        def recorded(self: Any, table: Any, *args: Any) -> None:
+            written.append(table.target.name)
+            write(self, table, *args)
+
+        monkeypatch.setattr(existing_tables.ExistingGroup, "write", recorded)
+    return path, written
+
+
+def _and_items(path: str, changes: list[dict[str, Any]], es: int) -> list[dict[str, Any]]:
+    """``changes``, and on the group path a change of ``items`` key 1 at ``es``: a group of one
+    table is applied alone, so the batch changes a second table of the same columns."""
+    if path == "one table":
+        return changes
+    return [*changes, _canal("INSERT", [{"id": 1, "v": f"i{es}"}], es, ["id"], "items")]
+
+
 def test_a_few_changes_into_a_large_table_apply_as_a_whole_table_join_would(
     lake: Lake, spied: dict[str, list[Any]]
 ) -> None:
@@ -172,19 +204,14 @@ def merge_plans(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     return plans
 
 
-@pytest.mark.parametrize("path", ["one table", "a group"])
+@pytest.mark.parametrize("path_taken", ["one table", "a group"], indirect=True)
 def test_many_changes_into_a_larger_table_merge_through_a_bloom_filter_of_their_keys(
-    lake: Lake, merge_plans: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch, path: str
+    lake: Lake, merge_plans: dict[str, list[str]], path_taken: tuple[str, list[str]]
 ) -> None:
-    from cdc_ingest.apply import existing_tables, fresh_tables
-
-    if path == "one table":
-        monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 10)  # merged by keyed.apply_table
-    else:
-        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 50)  # merged, not rewritten
+    path, written = path_taken
     lake.add_pipeline("shop", "canal-json")
     rows = [{"id": i, "v": "a"} for i in range(400)]
-    lake.land("shop", "001.json", [_canal("INSERT", rows, 10, ["id"])])
+    lake.land("shop", "001.json", _and_items(path, [_canal("INSERT", rows, 10, ["id"])], 10))
     lake.run("shop")
     # 60 changes, 50 of them merged, into 400 rows: too many to list (20 times as many rows are
     # needed), few enough for the filter (4 times).
@@ -192,9 +219,10 @@ def test_many_changes_into_a_larger_table_merge_through_a_bloom_filter_of_their_
     changes += [_canal("UPDATE", [{"id": i, "v": "older"}], 5, ["id"]) for i in range(30, 40)]
     changes += [_canal("DELETE", [{"id": i, "v": "a"}], 20, ["id"]) for i in range(40, 50)]
     changes += [_canal("INSERT", [{"id": i, "v": "new"}], 20, ["id"]) for i in range(900, 910)]
-    lake.land("shop", "002.json", changes)
+    lake.land("shop", "002.json", _and_items(path, changes, 20))
     broadcast = lake.spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     summary = lake.run("shop")
+    assert written == ([] if path == "one table" else ["items", "orders"])
 
     # The filter's settings were the MERGE's only.
     assert lake.spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == broadcast
@@ -208,6 +236,79 @@ def test_many_changes_into_a_larger_table_merge_through_a_bloom_filter_of_their_
     assert "might_contain" in plan and "bloom_filter_agg" in plan
     # Sized for the 50 merged changes, at eight bits each.
     assert "bloom_filter_agg(xxhash64(id" in plan and ", 50, 400, 0, 0)" in plan
+
+
+@pytest.mark.parametrize("path_taken", ["one table", "a group"], indirect=True)
+def test_changes_that_only_insert_keys_are_appended_to_the_table(
+    lake: Lake, merge_plans: dict[str, list[str]], path_taken: tuple[str, list[str]]
+) -> None:
+    path, written = path_taken
+    lake.add_pipeline("shop", "canal-json")
+    rows = [{"id": i, "v": "a"} for i in range(400)]
+    lake.land("shop", "001.json", _and_items(path, [_canal("INSERT", rows, 10, ["id"])], 10))
+    lake.run("shop")
+    # Ten new keys, and an insert of a held key older than its row (not applied).
+    changes = [_canal("INSERT", [{"id": i, "v": "new"}], 20, ["id"]) for i in range(900, 910)]
+    changes.append(_canal("INSERT", [{"id": 5, "v": "late"}], 5, ["id"]))
+    lake.land("shop", "002.json", _and_items(path, changes, 20))
+    summary = lake.run("shop")
+
+    assert written == ([] if path == "one table" else ["items", "orders"])
+    counts = summary.tables["orders"]
+    assert (counts.inserted, counts.older, counts.updated) == (10, 1, 0)
+    assert "orders" not in merge_plans
+    held = {r["id"]: r["v"] for r in lake.rows("orders")}
+    assert len(held) == 410 and held[5] == "a" and {held[i] for i in range(900, 910)} == {"new"}
+    (last,) = lake.spark.sql(
+        f"SELECT operation, summary['cdc.counts'] AS counts "
+        f"FROM {lake.catalog}.ods.orders.snapshots ORDER BY committed_at DESC LIMIT 1"
+    ).collect()
+    # One append, which carries the batch's counts (what a resumed batch reads).
+    assert last["operation"] == "append" and '"inserted": 10' in last["counts"]
+    # An update among them takes the MERGE.
+    lake.land(
+        "shop",
+        "003.json",
+        _and_items(path, [_canal("UPDATE", [{"id": 7, "v": "b"}], 30, ["id"])], 30),
+    )
+    assert lake.run("shop").tables["orders"].updated == 1
+    assert len(merge_plans["orders"]) == 1
+
+
+@pytest.mark.parametrize("path_taken", ["one table", "a group"], indirect=True)
+def test_tombstones_of_keys_deleted_for_the_first_time_are_appended(
+    lake: Lake, merge_plans: dict[str, list[str]], path_taken: tuple[str, list[str]]
+) -> None:
+    path, written = path_taken
+    lake.add_pipeline("shop", "canal-json")
+    rows = [{"id": i, "v": "a"} for i in range(400)]
+    lake.land("shop", "001.json", _and_items(path, [_canal("INSERT", rows, 10, ["id"])], 10))
+    lake.land("shop", "002.json", [_canal("DELETE", [{"id": 900, "v": "a"}], 11, ["id"])])
+    lake.run("shop")
+    # Ten deletes of keys never deleted, an insert older than the tombstone of its key (not
+    # applied: the tombstone stays), an update: no tombstone to move or clear.
+    changes = [_canal("DELETE", [{"id": i, "v": "a"}], 20, ["id"]) for i in range(10)]
+    changes.append(_canal("INSERT", [{"id": 900, "v": "late"}], 5, ["id"]))
+    changes.append(_canal("UPDATE", [{"id": 20, "v": "b"}], 20, ["id"]))
+    lake.land("shop", "003.json", _and_items(path, changes, 20))
+    summary = lake.run("shop")
+
+    assert written == ([] if path == "one table" else ["items", "orders"])
+    counts = summary.tables["orders"]
+    assert (counts.deleted, counts.older, counts.updated) == (10, 1, 1)
+    assert "orders" in merge_plans and "_cdc_tombstones" not in merge_plans
+    tombstones = sorted((r["key"], r["batch_id"]) for r in lake.rows("_cdc_tombstones"))
+    assert tombstones == sorted([('["900"]', 1)] + [(f'["{i}"]', 2) for i in range(10)])
+    # An insert newer than its key's tombstone clears it: that takes the MERGE.
+    back = [_canal("INSERT", [{"id": 900, "v": "back"}], 30, ["id"])]
+    lake.land("shop", "004.json", _and_items(path, back, 30))
+    assert lake.run("shop").tables["orders"].inserted == 1
+    assert len(merge_plans["_cdc_tombstones"]) == 1
+    assert {r["key"] for r in lake.rows("_cdc_tombstones", "key")} == {
+        f'["{i}"]' for i in range(10)
+    }
+    held = {r["id"]: r["v"] for r in lake.rows("orders")}
+    assert len(held) == 391 and held[900] == "back" and held[20] == "b" and 5 not in held
 
 
 def test_tombstones_are_broadcast_to_the_changes_and_merged_through_a_bloom_filter(

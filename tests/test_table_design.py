@@ -253,6 +253,8 @@ def test_soft_deletes_keep_the_row_flagged_and_a_newer_insert_revives_it(lake):
         for r in lake.rows("orders", "id", "amount", "_cdc_deleted")
     }
     assert rows == {1: ("7.00", False), 2: ("1.50", False)}
+    # Revived in place: an insert into a soft-deleted row's key is merged, never appended.
+    assert len(lake.rows("orders", "id")) == 2
 
 
 def test_options_that_do_not_fit_a_table_dead_letter_its_changes_only(lake):

@@ -12,7 +12,8 @@ then counted in one job (``FreshGroup``'s: a group of few changes is collected a
 driver). Each table is still written by a commit of its own, carrying its counts, from the
 materialized classification: a small one (at most ``REWRITTEN_ROWS`` rows, no delete
 files) rewritten whole through pyiceberg from the group's changes collected as Arrow in one job
-(``state/copy_on_write``), any other merged. The group's tombstones are written in one commit.
+(``state/copy_on_write``), any other merged (appended where it only gains keys:
+``keyed.inserts_only``). The group's tombstones are written in one commit.
 """
 
 from __future__ import annotations
@@ -29,11 +30,18 @@ from cdc_ingest.apply.fresh_tables import TARGET, FreshGroup, FreshTable, fits_a
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
     ActionCounts,
+    inserts_only,
+    moves_held_tombstones,
     newest_changes,
     table_summary,
     with_actions,
 )
-from cdc_ingest.apply.keyed_writes import append_tombstones, merge_target, merge_tombstones
+from cdc_ingest.apply.keyed_writes import (
+    append_target,
+    append_tombstones,
+    merge_target,
+    merge_tombstones,
+)
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (
     ORDER_COLUMN,
@@ -213,9 +221,13 @@ class ExistingGroup(FreshGroup):
             with stage("rewrite small table"):
                 if self._rewrite(target, arrow, note):
                     return
+        moved = current_snapshot_id(self.spark, target.identifier) != self._read_at[target.name]
+        mine = self._frame().where(F.col(TARGET) == target.name)
+        if inserts_only(summary, target, moved):
+            with commit_properties(self.spark, note), stage("append to table"):
+                append_target(mine, target, self.batch_id)
+            return
         with commit_properties(self.spark, note), stage("merge into table"):
-            moved = current_snapshot_id(self.spark, target.identifier) != self._read_at[target.name]
-            mine = self._frame().where(F.col(TARGET) == target.name)
             merged = self._written(target.name)
             records = self._records.get(target.name, 0)
             merge_target(self.spark, mine, target, moved, merged, records)
@@ -257,12 +269,13 @@ class ExistingGroup(FreshGroup):
         mine = self._frame().where(F.col(TARGET).isin(*changing))
         first = self.tables[0].target
         with commit_properties(self.spark, properties):
-            if any(n in self._with_tombstones for n in changing):
+            held = [n for n in changing if n in self._with_tombstones]
+            if any(moves_held_tombstones(self._counts[n]) for n in held):
                 tombstoned = sum(self._tombstoned(n) for n in changing)
                 with stage("merge into tombstones"):
                     merge_tombstones(self.spark, mine, first, F.col(TARGET), tombstoned)
             else:
-                with stage("append first tombstones"):
+                with stage("append new tombstones"):
                     append_tombstones(mine, first.tombstones, self.batch_id, F.col(TARGET))
         return changing
 

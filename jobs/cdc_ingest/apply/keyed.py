@@ -1,7 +1,8 @@
 """Applying one batch's changes to one mirrored table, as row-level Iceberg changes.
 
 Per table: type the row images, collapse each key's changes to the newest, classify each against
-what the table (or a tombstone) already holds, then ``MERGE INTO`` the table and its tombstones.
+what the table (or a tombstone) already holds, then ``MERGE INTO`` the table and its tombstones
+(or an append, where the changes only add keys, or only set tombstones of keys that had none).
 The classification is the ordering guard: a change not newer than what the table holds is not
 merged, so re-applying a batch changes nothing. The MERGE repeats the guard only when another
 writer committed to the table since the classification read it (``merge_target``).
@@ -221,6 +222,29 @@ def arrow_action_counts(classified: pa.Table, by: str) -> dict[tuple[object, ...
     return counts
 
 
+def moves_held_tombstones(counts: ActionCounts) -> bool:
+    """Whether a key the classification tombstones (a delete sets one, an insert clears one) had
+    one already. Where none had, the MERGE into ``_cdc_tombstones`` would only insert, so the
+    tombstones are appended instead, without its join of every tombstone the namespace holds:
+    the common case of a stream, whose deletes are of keys deleted for the first time. A writer
+    that set one of those keys' tombstones since the classification read them is the same race
+    as for the first tombstones of a table, which are appended too."""
+    tombstoning = (DELETED, DELETED_ABSENT, INSERT)
+    return any(had and act in tombstoning and keys for (act, had), (keys, _) in counts.items())
+
+
+def inserts_only(summary: TableSummary, target: TargetTable, moved_on: bool) -> bool:
+    """Whether a table's classified changes only insert keys it does not hold, so that they are
+    appended: the MERGE would join them with the table's rows to insert every one of them (a
+    stream of new rows, an insert-only table, costs one append per batch, not a join of the
+    table). Not where another writer committed to the table since the classification read it
+    (the MERGE then compares orders again), nor with soft deletes, where an insert may revive a
+    soft-deleted row. A writer that inserts one of those keys between this check and the
+    append's commit is the race a table this run created has too, which is appended as well."""
+    writes_held = summary.updated or summary.deleted or target.deletes == "soft"
+    return bool(summary.inserted) and not writes_held and not moved_on
+
+
 def table_summary(
     name: str, counts: ActionCounts, rows: int, ignored: int = 0, moved: int = 0
 ) -> TableSummary:
@@ -330,22 +354,26 @@ def apply_table(
                 with stage("append to created table"):
                     append_target(classified, target, batch_id)
             else:
-                with stage("merge into table"):
-                    moved = current_snapshot_id(spark, target.identifier) != read_at
-                    merged = summary.inserted + summary.updated + summary.deleted
-                    merged += summary.deleted_absent if target.deletes == "soft" else 0
-                    merge_target(spark, classified, target, moved, merged, table_rows)
+                moved_on = current_snapshot_id(spark, target.identifier) != read_at
+                if inserts_only(summary, target, moved_on):
+                    with stage("append to table"):
+                        append_target(classified, target, batch_id)
+                else:
+                    with stage("merge into table"):
+                        merged = summary.inserted + summary.updated + summary.deleted
+                        merged += summary.deleted_absent if target.deletes == "soft" else 0
+                        merge_target(spark, classified, target, moved_on, merged, table_rows)
         tombstoned = summary.deleted + summary.deleted_absent
         tombstoned += counts.get((INSERT, True), (0, 0))[0]
         if tombstoned:
-            if tombstones:
+            if tombstones and moves_held_tombstones(counts):
                 with stage("merge into tombstones"):
                     # Counted before the classification: the count only chooses the filter.
                     merge_tombstones(
                         spark, classified, target, changes=tombstoned, held=tombstone_rows
                     )
             else:
-                with stage("append first tombstones"):
+                with stage("append new tombstones"):
                     append_tombstones(classified, target.tombstones, batch_id, target.name)
             index.add(target.name)
     if earlier is not None:
