@@ -7,6 +7,7 @@ moved in between, the MERGE does not compare orders again (that comparison reads
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -70,23 +71,9 @@ def test_inserts_after_another_writers_commit_are_merged_not_appended(
             *[canal_message("items", "INSERT", {"id": 2, "v": "j"}, 7) for _ in items],
         ],
     )
-    counted = getattr(module, counts)
-    wrote: list[bool] = []
-
-    def then_another_writer_inserts_key_3(*args: Any, **kwargs: Any) -> Any:
-        counts = counted(*args, **kwargs)
-        if not wrote:
-            table = f"{lake.catalog}.ods.orders"
-            values = {"id": "3", "v": "'other'", "_cdc_order": "X'FFFFFFFFFFFFFFFF'"}
-            row = ", ".join(
-                f"CAST({values.get(f.name, 'NULL')} AS {f.dataType.simpleString()})"
-                for f in lake.spark.table(table).schema
-            )
-            lake.spark.sql(f"INSERT INTO {table} SELECT {row}")
-            wrote.append(True)
-        return counts
-
-    monkeypatch.setattr(module, counts, then_another_writer_inserts_key_3)
+    wrote = _another_writer_commits_after_classifying(
+        lake, monkeypatch, module, counts, _another_writer_inserts_order_3
+    )
     summary = lake.run("shop")
 
     assert wrote == [True]
@@ -168,18 +155,22 @@ def test_a_commit_between_a_tables_preparation_and_its_classification_is_kept(
 
 
 def _another_writer_commits_after_classifying(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch, module: Any, counts: str = "action_counts"
+    lake: Lake,
+    monkeypatch: pytest.MonkeyPatch,
+    module: Any,
+    counts: str = "action_counts",
+    commit: Callable[[Lake], None] | None = None,
 ) -> list[bool]:
     """Make ``module``'s classification counts (its function ``counts``), once, be followed by
-    another writer's commit of a newer row of ``orders`` key 1; returns a list that holds True
-    once it has."""
+    another writer's ``commit`` (default: a newer row of ``orders`` key 1); returns a list that
+    holds True once it has."""
     counted = getattr(module, counts)
     wrote: list[bool] = []
 
     def then_another_writer_commits(*args: Any, **kwargs: Any) -> Any:
         counts = counted(*args, **kwargs)
         if not wrote:
-            _another_writer_updates_order_1(lake)
+            (commit or _another_writer_updates_order_1)(lake)
             wrote.append(True)
         return counts
 
@@ -193,6 +184,17 @@ def _another_writer_updates_order_1(lake: Lake) -> None:
         f"UPDATE {lake.catalog}.ods.orders SET v = 'other', "
         "_cdc_order = X'FFFFFFFFFFFFFFFF' WHERE id = 1"
     )
+
+
+def _another_writer_inserts_order_3(lake: Lake) -> None:
+    # Newer than any change of the batch; the other columns null.
+    table = f"{lake.catalog}.ods.orders"
+    values = {"id": "3", "v": "'other'", "_cdc_order": "X'FFFFFFFFFFFFFFFF'"}
+    row = ", ".join(
+        f"CAST({values.get(f.name, 'NULL')} AS {f.dataType.simpleString()})"
+        for f in lake.spark.table(table).schema
+    )
+    lake.spark.sql(f"INSERT INTO {table} SELECT {row}")
 
 
 def _two_tables_and_their_updates(lake: Lake) -> None:

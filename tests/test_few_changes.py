@@ -87,6 +87,17 @@ def _and_items(path: str, changes: list[dict[str, Any]], es: int) -> list[dict[s
     return [*changes, _canal("INSERT", [{"id": 1, "v": f"i{es}"}], es, ["id"], "items")]
 
 
+def _four_hundred_rows(lake: Lake, path: str, *more: dict[str, Any]) -> None:
+    """A first batch: ``orders`` keys 0-399 (at es 10; on the group path ``items`` too), and
+    ``more`` changes in a file of their own."""
+    lake.add_pipeline("shop", "canal-json")
+    rows = [{"id": i, "v": "a"} for i in range(400)]
+    lake.land("shop", "001.json", _and_items(path, [_canal("INSERT", rows, 10, ["id"])], 10))
+    if more:
+        lake.land("shop", "002.json", list(more))
+    lake.run("shop")
+
+
 def test_a_few_changes_into_a_large_table_apply_as_a_whole_table_join_would(
     lake: Lake, spied: dict[str, list[Any]]
 ) -> None:
@@ -209,10 +220,7 @@ def test_many_changes_into_a_larger_table_merge_through_a_bloom_filter_of_their_
     lake: Lake, merge_plans: dict[str, list[str]], path_taken: tuple[str, list[str]]
 ) -> None:
     path, written = path_taken
-    lake.add_pipeline("shop", "canal-json")
-    rows = [{"id": i, "v": "a"} for i in range(400)]
-    lake.land("shop", "001.json", _and_items(path, [_canal("INSERT", rows, 10, ["id"])], 10))
-    lake.run("shop")
+    _four_hundred_rows(lake, path)
     # 60 changes, 50 of them merged, into 400 rows: too many to list (20 times as many rows are
     # needed), few enough for the filter (4 times).
     changes = [_canal("UPDATE", [{"id": i, "v": "newer"}], 20, ["id"]) for i in range(30)]
@@ -243,10 +251,7 @@ def test_changes_that_only_insert_keys_are_appended_to_the_table(
     lake: Lake, merge_plans: dict[str, list[str]], path_taken: tuple[str, list[str]]
 ) -> None:
     path, written = path_taken
-    lake.add_pipeline("shop", "canal-json")
-    rows = [{"id": i, "v": "a"} for i in range(400)]
-    lake.land("shop", "001.json", _and_items(path, [_canal("INSERT", rows, 10, ["id"])], 10))
-    lake.run("shop")
+    _four_hundred_rows(lake, path)
     # Ten new keys, and an insert of a held key older than its row (not applied).
     changes = [_canal("INSERT", [{"id": i, "v": "new"}], 20, ["id"]) for i in range(900, 910)]
     changes.append(_canal("INSERT", [{"id": 5, "v": "late"}], 5, ["id"]))
@@ -280,11 +285,7 @@ def test_tombstones_of_keys_deleted_for_the_first_time_are_appended(
     lake: Lake, merge_plans: dict[str, list[str]], path_taken: tuple[str, list[str]]
 ) -> None:
     path, written = path_taken
-    lake.add_pipeline("shop", "canal-json")
-    rows = [{"id": i, "v": "a"} for i in range(400)]
-    lake.land("shop", "001.json", _and_items(path, [_canal("INSERT", rows, 10, ["id"])], 10))
-    lake.land("shop", "002.json", [_canal("DELETE", [{"id": 900, "v": "a"}], 11, ["id"])])
-    lake.run("shop")
+    _four_hundred_rows(lake, path, _canal("DELETE", [{"id": 900, "v": "a"}], 11, ["id"]))
     # Ten deletes of keys never deleted, an insert older than the tombstone of its key (not
     # applied: the tombstone stays), an update: no tombstone to move or clear.
     changes = [_canal("DELETE", [{"id": i, "v": "a"}], 20, ["id"]) for i in range(10)]

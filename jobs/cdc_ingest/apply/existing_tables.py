@@ -269,8 +269,8 @@ class ExistingGroup(FreshGroup):
         mine = self._frame().where(F.col(TARGET).isin(*changing))
         first = self.tables[0].target
         with commit_properties(self.spark, properties):
-            held = [n for n in changing if n in self._with_tombstones]
-            if any(moves_held_tombstones(self._counts[n]) for n in held):
+            # A table without tombstones classified none as held (``_had_tombstone``).
+            if any(moves_held_tombstones(self._counts[n]) for n in changing):
                 tombstoned = sum(self._tombstoned(n) for n in changing)
                 with stage("merge into tombstones"):
                     merge_tombstones(self.spark, mine, first, F.col(TARGET), tombstoned)
