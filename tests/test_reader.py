@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cdc_ingest.landing.reader import read_lines
+from cdc_ingest.landing.reader import DRIVER_BYTES, read_lines
 from cdc_ingest.landing.zones import LandedFile
 
 BOM = b"\xef\xbb\xbf"
@@ -28,15 +28,19 @@ def _insert(key: int, name: str, ts: int) -> bytes:
 
 
 # Files given as bare URIs go to Spark's text source; listed with their (small) size they are
-# read by Python tasks, many files to a task. Both must read alike.
-READERS = ["text-source", "packed"]
+# read by Python tasks, many files to a task, or by the driver when they are few bytes in all.
+# All must read alike.
+READERS = ["text-source", "packed", "driver"]
 
 
 def _lines(spark, paths: list[Path], reader: str = "text-source") -> list[tuple]:
     files: list[str | LandedFile] = [p.as_uri() for p in paths]
-    if reader == "packed":
+    if reader != "text-source":
         files = [LandedFile(p.as_uri(), p.stat().st_size) for p in paths]
-    frame = read_lines(spark, files)
+    frame = read_lines(spark, files, driver_bytes=0 if reader == "packed" else DRIVER_BYTES)
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    if reader != "text-source":
+        assert ("MapInArrow" in plan) == (reader == "packed"), plan
     return sorted(tuple(r) for r in frame.collect())
 
 
@@ -55,11 +59,13 @@ def test_local_lines_keep_their_numbers_across_blank_lines_line_ends_and_bom(
     ]
 
 
-def test_gzipped_local_file_reads_like_the_plain_one(spark, tmp_path):
+@pytest.mark.parametrize("reader", READERS)
+def test_gzipped_local_file_reads_like_the_plain_one(spark, tmp_path, reader):
     content = BOM + b"one\r\n\ntwo\n\xc3\xa9three\n"
     (tmp_path / "plain.jsonl").write_bytes(content)
     (tmp_path / "packed.jsonl.gz").write_bytes(gzip.compress(content))
-    assert _lines(spark, [tmp_path / "packed.jsonl.gz", tmp_path / "plain.jsonl"]) == [
+    paths = [tmp_path / "packed.jsonl.gz", tmp_path / "plain.jsonl"]
+    assert _lines(spark, paths, reader) == [
         (0, 1, "one", None),
         (0, 3, "two", None),
         (0, 4, "\u00e9three", None),
@@ -105,7 +111,7 @@ def test_small_files_are_packed_into_few_tasks_and_keep_their_line_numbers(spark
         path.write_bytes(b"\n" * (n % 7) + b"a%d\nb%d\n" % (n, n))
         paths.append(path)
     files = [LandedFile(p.as_uri(), p.stat().st_size) for p in paths]
-    frame = read_lines(spark, files, leave_out={5})
+    frame = read_lines(spark, files, leave_out={5}, driver_bytes=0)
     assert frame.rdd.getNumPartitions() <= spark.sparkContext.defaultParallelism + 1
     lines = sorted(tuple(r) for r in frame.collect())
     assert len(lines) == 2 * 299

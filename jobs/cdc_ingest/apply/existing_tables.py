@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.actions import DELETED, INSERT, UPDATE
-from cdc_ingest.apply.arrow_frames import arrow_frame, string_array
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
 from cdc_ingest.apply.fresh_tables import TARGET, FreshGroup, FreshTable, fits_a_group, fresh_groups
@@ -42,6 +41,7 @@ from cdc_ingest.apply.keyed_writes import (
     merge_target,
     merge_tombstones,
 )
+from cdc_ingest.arrow_frames import arrow_frame, string_array
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (
     ORDER_COLUMN,

@@ -23,7 +23,6 @@ from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
 from cdc_ingest.apply.actions import INSERT
-from cdc_ingest.apply.arrow_frames import arrow_frame, collect_arrow, string_array
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
@@ -36,6 +35,7 @@ from cdc_ingest.apply.keyed import (
 )
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
 from cdc_ingest.apply.typed_changes import raw_value, typed_select
+from cdc_ingest.arrow_frames import arrow_frame, collect_arrow, string_array
 from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage

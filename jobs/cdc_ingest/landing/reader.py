@@ -3,7 +3,8 @@
 Large plain local files are read by Spark's text source, one file per partition, so a line's number
 is its position inside the partition. Small local files, gzipped files and S3 objects are read by
 Arrow-batched Python workers (``mapInArrow``, boto3 in the workers), small ones packed many to a
-task (a landing zone of thousands of small files is then a few partitions, not thousands): a gzip
+task (a landing zone of thousands of small files is then a few partitions, not thousands), or,
+when they are few bytes in all, by the driver, which hands them to Spark as Arrow: a gzip
 stream that is truncated or corrupt becomes one error row for the whole file (line 0, none of its
 lines), where Spark's reader would fail the batch or, with ``ignoreCorruptFiles``, keep its first
 lines without a word.
@@ -25,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
+from cdc_ingest.arrow_frames import arrow_frame
 from cdc_ingest.landing.zones import LandedFile, S3Access, iter_lines, read_bytes, s3_etag
 from cdc_ingest.sql_text import literal
 
@@ -43,9 +45,26 @@ ARROW_BATCH_LINES = 65536
 SMALL_FILE_BYTES = 8 << 20
 # Python tasks read about this many bytes each (a larger file is a task of its own).
 TASK_BYTES = 64 << 20
+# Files Python reads that hold at most this many bytes in all (as listed; a gzipped file's
+# compressed size) are read by the driver: a Python worker's start and its Arrow round trips
+# through the JVM cost a 10-line batch a third of its CPU.
+DRIVER_BYTES = 4 << 20
 
 
 FILE_ERROR_LINE = 0  # the line number of an error row that stands for a whole file
+
+
+def _lines_arrow_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("_cdc_file_idx", pa.int32()),
+            ("_cdc_line", pa.int64()),
+            ("raw", pa.string()),
+            ("read_error", pa.string()),
+        ]
+    )
 
 
 def _lines_batches(batches: Iterable[pa.RecordBatch], s3: S3Access) -> Iterator[pa.RecordBatch]:
@@ -113,7 +132,10 @@ _GLOB_CHARACTERS = "\\[]{}*?"
 
 
 def read_lines(
-    spark: SparkSession, files: Sequence[str | LandedFile], leave_out: Collection[int] = ()
+    spark: SparkSession,
+    files: Sequence[str | LandedFile],
+    leave_out: Collection[int] = (),
+    driver_bytes: int = DRIVER_BYTES,
 ) -> DataFrame:
     """Every non-blank line of the given files, with ``_cdc_file_idx`` (index in ``files``).
 
@@ -122,6 +144,11 @@ def read_lines(
         files: URIs, or landed files (an S3 object with an ``etag:`` fingerprint is read only if
             it still has that ETag: a changed object fails the read).
         leave_out: indexes of files not to read.
+        driver_bytes: the files Python reads are read by the driver, now, if their listed sizes
+            add up to at most this many bytes; else by Python tasks, when Spark runs the plan.
+
+    Raises:
+        LandingError: a file the driver reads cannot be read (in a Python task: the job fails).
     """
     landed = [f if isinstance(f, LandedFile) else LandedFile(f, 0) for f in files]
     chosen = [(i, f) for i, f in enumerate(landed) if i not in leave_out]
@@ -130,7 +157,11 @@ def read_lines(
     parts: list[DataFrame] = []
     if by_spark:
         parts.append(_read_hadoop(spark, by_spark))
-    if by_python:
+    # A size of 0 is unknown (a bare URI), which only the tasks may read.
+    sizes = [f.size for _, f in by_python]
+    if by_python and min(sizes) > 0 and sum(sizes) <= driver_bytes:
+        parts.append(_read_in_driver(spark, by_python))
+    elif by_python:
         parts.append(_read_python(spark, by_python))
     if not parts:
         return spark.createDataFrame([], LINES_SCHEMA)
@@ -241,6 +272,22 @@ def _read_python(spark: SparkSession, files: list[tuple[int, LandedFile]]) -> Da
         "file_idx int, uri string, etag string",
     )
     return plan.mapInArrow(lines_batches, LINES_SCHEMA)
+
+
+def _read_in_driver(spark: SparkSession, files: list[tuple[int, LandedFile]]) -> DataFrame:
+    """Files of few bytes in all, read by the driver as the Python tasks would read them."""
+    import pyarrow as pa
+
+    listed = pa.RecordBatch.from_pydict(
+        {
+            "file_idx": pa.array([i for i, _ in files], pa.int32()),
+            "uri": pa.array([f.uri for _, f in files], pa.string()),
+            "etag": pa.array([s3_etag(f.fingerprint) for _, f in files], pa.string()),
+        }
+    )
+    schema = _lines_arrow_schema()
+    batches = list(_lines_batches([listed], S3Access.from_env()))
+    return arrow_frame(spark, pa.Table.from_batches(batches, schema))
 
 
 def to_records(lines: DataFrame, envelope: str) -> DataFrame:
