@@ -52,6 +52,24 @@ def test_each_table_of_a_batch_is_typed_from_its_own_images(lake):
     assert lake.rows("c") == [{"id": 1, "v": 10.5, "flag": None}, {"id": 2, "v": 3.0, "flag": None}]
 
 
+def test_many_tables_sharing_column_names_each_get_their_own_types(lake):
+    """Twelve tables: the inference wraps their images in groups of tables (three here), and
+    tables of one group that share a column's name keep their own types."""
+    values = {"bigint": 7, "string": "seven", "double": 7.5, "boolean": True}
+    kinds = {f"t{n}": list(values)[n % 4] for n in range(12)}
+    lake.add_pipeline("shop", "debezium-json", keys={t: ["id"] for t in kinds})
+    lake.land(
+        "shop",
+        "part-0.json",
+        [insert(t, {"id": 1, "v": values[kind], f"only_{t}": 1}) for t, kind in kinds.items()],
+    )
+    summary = lake.run("shop")
+
+    assert summary.dead_lettered == 0
+    for table, kind in kinds.items():
+        assert source_types(lake, table) == {"id": "bigint", "v": kind, f"only_{table}": "bigint"}
+
+
 def test_a_column_first_seen_past_the_sampled_lines_is_typed_from_the_lines_that_carry_it(lake):
     lake.add_pipeline("shop", "debezium-json", keys={"wide": ["id"], "other": ["id"]})
     lines = [insert("wide", {"id": k, "v": "x"}) for k in range(INFERENCE_SAMPLE)]
