@@ -151,27 +151,36 @@ class Steady:
             self.problems.append(f"batch {self.batches}: {got} != {expect}: {summary.render()}")
         return spent
 
-    def seed_mirror(self, pipeline: str = "steady", warm: int = 1000) -> None:
+    def seed_mirror(self, pipeline: str = "steady", warm: int = 1000, rounds: int = 2) -> None:
         """The mirror holding keys 0 .. rows-1: created by a batch, filled by one INSERT, then
-        changed by a warm-up batch of ``warm`` changes shaped like the measured one."""
+        changed by ``rounds`` warm-up batches of ``warm`` changes shaped like the measured one."""
         self.run([change("c", 0, 0, 1)], {"inserted": 1}, pipeline)
         self.spark.sql(
             f"INSERT INTO {self.mirror(pipeline)} SELECT id, 0L, concat('n', id), "
             f"X'8000000000000000', 'r', 0L FROM range(1, {self.rows})"
         )
-        # A warm-up batch through the MERGE path as large as the measured one and of its shape
+        # Warm-up batches through the MERGE path as large as the measured one and of its shape
         # (updates, deletes and inserts: each writes through code of its own), so that the
         # measured batch runs on compiled code (the JIT's, Spark's generated classes) like the
-        # references measured after it; on the mirror's last keys, which no later batch changes,
-        # and fresh keys no later batch inserts.
+        # references measured after it, as every batch of a stream after its first few does. The
+        # first finds no tombstones; the second classifies against the first's, as the measured
+        # batch does. On the mirror's last keys, which no later batch changes, and fresh keys no
+        # later batch inserts.
         updates, inserts = warm // 2, warm // 4
         deletes = warm - updates - inserts
-        first = self.rows - updates - deletes
-        warm_up = [change("u", first + k, 1, 2 + k) for k in range(updates)]
-        warm_up += [change("d", first + updates + k, 1, 2 + updates + k) for k in range(deletes)]
-        warm_up += [change("c", 20 * self.rows + k, 0, 2 + warm + k) for k in range(inserts)]
-        expect = {"inserted": inserts, "updated": updates, "deleted": deletes}
-        self.run(warm_up, expect, pipeline)
+        for round_ in range(rounds):
+            first = self.rows - (round_ + 1) * (updates + deletes)
+            ts = 2 + round_ * warm
+            warm_up = [change("u", first + k, 1, ts + k) for k in range(updates)]
+            warm_up += [
+                change("d", first + updates + k, 1, ts + updates + k) for k in range(deletes)
+            ]
+            fresh = (20 + round_) * self.rows
+            warm_up += [
+                change("c", fresh + k, 0, ts + updates + deletes + k) for k in range(inserts)
+            ]
+            expect = {"inserted": inserts, "updated": updates, "deleted": deletes}
+            self.run(warm_up, expect, pipeline)
 
     def seed_hand_table(self) -> str:
         """A plain Iceberg table with the mirror's rows and write properties."""
