@@ -127,8 +127,7 @@ class ExistingGroup(FreshGroup):
         names = [t.target.name for t in self.tables]
         chosen = ", ".join(literal(name) for name in names)
         typed = self._typed_changes(changes.where(f"{TARGET} IN ({chosen})"))
-        usable = typed.where("_type_error IS NULL")
-        newest = newest_changes(usable, per=(TARGET, "_cdc_key"))
+        newest = newest_changes(typed, per=(TARGET, "_cdc_key"), typing_errors=True)
         on_key = F.col(TARGET) == F.col("_t_target")
         for key in self.keys:
             on_key = on_key & (F.col(key) == F.col(f"_t_{key}"))

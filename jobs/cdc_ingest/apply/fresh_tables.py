@@ -134,8 +134,7 @@ class FreshGroup:
         names = [t.target.name for t in self.tables]
         chosen = ", ".join(literal(name) for name in names)
         typed = self._typed_changes(changes.where(f"{TARGET} IN ({chosen})"))
-        usable = typed.where("_type_error IS NULL")
-        newest = newest_changes(usable, per=(TARGET, "_cdc_key"))
+        newest = newest_changes(typed, per=(TARGET, "_cdc_key"), typing_errors=True)
         # A created table holds no rows and (see applies_fresh) no tombstones: only the kind of
         # each key's newest change decides, for every table of the group alike.
         classified = classify(self.spark, newest, self.tables[0].target, tombstones=False)

@@ -71,7 +71,10 @@ OUTCOMES = (
 
 
 def newest_changes(
-    good: DataFrame, unsent: list[str] | None = None, per: tuple[str, ...] = ("_cdc_key",)
+    good: DataFrame,
+    unsent: list[str] | None = None,
+    per: tuple[str, ...] = ("_cdc_key",),
+    typing_errors: bool = False,
 ) -> DataFrame:
     """Each key's newest change, with ``_changes``: how many changes of the batch it stands for.
 
@@ -79,23 +82,35 @@ def newest_changes(
     only the newest change per key goes on: the others are merely counted as superseded.
     ``unsent``: columns some changes did not send (``KEEP_COLUMN``); see ``_fill_unsent``.
     ``per``: what a key is (with ``_cdc_target`` first when the frame holds several tables).
+    ``typing_errors``: ``good`` still holds the changes whose values did not fit their types
+    (``_type_error``, never with ``unsent``), which supersede nothing and are not counted: they
+    rank after every usable change of their key, and go with the ranks. Filtered out before the
+    collapse instead, the filter is pushed below the projection that types the changes, and every
+    change is typed twice: once for the filter's test, once for the projection.
     """
     if unsent:
+        if typing_errors:
+            raise ValueError("changes with typing errors cannot fill unsent columns")
         good = fill_unsent(good, unsent, per)
+    usable = "_type_error IS NULL"
     partition = ", ".join(sql_text.name(column) for column in per)
-    newest_first = f"PARTITION BY {partition} ORDER BY {ORDER_COLUMN} DESC"
+    ordered = f"{usable} DESC, {ORDER_COLUMN} DESC" if typing_errors else f"{ORDER_COLUMN} DESC"
+    newest_first = f"PARTITION BY {partition} ORDER BY {ordered}"
     whole_key = f"{newest_first} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+    counted = f"count(CASE WHEN {usable} THEN 1 END)" if typing_errors else "count(1)"
     dropped = {"_cdc_file_idx", "_cdc_line", "_cdc_source", "_type_error"}
     kept = [sql_text.name(column) for column in good.columns if column not in dropped]
     ranked = sql_text.select(
         good,
         [
             *kept,
+            *(["_type_error"] if typing_errors else []),
             f"row_number() OVER ({newest_first}) AS _rank",
-            f"count(1) OVER ({whole_key}) AS _changes",
+            f"{counted} OVER ({whole_key}) AS _changes",
         ],
     )
-    return sql_text.select(ranked.where("_rank = 1"), [*kept, "_changes"])
+    newest = ranked.where(f"_rank = 1 AND {usable}" if typing_errors else "_rank = 1")
+    return sql_text.select(newest, [*kept, "_changes"])
 
 
 def with_table_rows(
@@ -107,9 +122,7 @@ def with_table_rows(
     Joined before the collapse, so that the collapse (``newest_changes`` per the key's columns
     and ``_cdc_key``) finds the changes partitioned by the join and needs no shuffle of its own,
     and so that where ``few`` (``few_keys.semi_joined``) the table's rows are kept to the
-    changes' keys by a broadcast of those keys without computing the collapse twice. (Spark's
-    runtime bloom filter, as the MERGE has, is not injected here: the filter that drops the
-    changes with typing errors matches regular expressions, which Spark does not rerun for it.)
+    changes' keys by a broadcast of those keys (typed alone) without computing the collapse twice.
     """
     soft = target.deletes == "soft"
     current = sql_text.select(
@@ -309,21 +322,26 @@ def apply_table(
     typed = typed_changes(changes, target)
     unsent = [c for c in target.columns if c not in target.keys]
     usable = typed.where(F.col("_type_error").isNull())
+    kept = typed
     ignored = 0
     if target.deletes == "ignore":
         # Skipped before the collapse: an ignored delete supersedes nothing.
         is_delete = F.col("_cdc_kind") == DELETE
         with stage("count ignored deletes"):
             ignored = usable.where(is_delete).count()
-        usable = usable.where(~is_delete)
+        usable, kept = usable.where(~is_delete), typed.where(~is_delete)
     # The snapshot the classification reads: the MERGE compares orders again only if it moved.
     read_at, table_rows = (None, 0) if created else current_snapshot_facts(spark, target.identifier)
     filled = unsent if target.unavailable_values else None
+    # Changes with typing errors go into the collapse, which drops them (newest_changes), unless
+    # columns are filled from earlier changes of the key, which must not take a value from one.
+    collapsed = usable if filled else kept
     if created:
-        newest = newest_changes(usable, filled)
+        newest = newest_changes(collapsed, filled, typing_errors=not filled)
     else:
-        held = with_table_rows(spark, usable, target, semi_joined(rows, table_rows))
-        newest = newest_changes(held, filled, per=(*target.keys, "_cdc_key"))
+        held = with_table_rows(spark, collapsed, target, semi_joined(rows, table_rows))
+        per = (*target.keys, "_cdc_key")
+        newest = newest_changes(held, filled, per=per, typing_errors=not filled)
     index = tombstone_index or TombstoneIndex(spark, target.tombstones)
     with stage("probe tombstones"):
         tombstones = index.holds(target.name)
