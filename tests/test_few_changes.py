@@ -88,8 +88,7 @@ def _and_items(path: str, changes: list[dict[str, Any]], es: int) -> list[dict[s
 
 
 def _four_hundred_rows(lake: Lake, path: str, *more: dict[str, Any]) -> None:
-    """A first batch: ``orders`` keys 0-399 (at es 10; on the group path ``items`` too), and
-    ``more`` changes in a file of their own."""
+    """A first batch: ``orders`` keys 0-399 at es 10 (and ``items``), then ``more`` alone."""
     lake.add_pipeline("shop", "canal-json")
     rows = [{"id": i, "v": "a"} for i in range(400)]
     lake.land("shop", "001.json", _and_items(path, [_canal("INSERT", rows, 10, ["id"])], 10))

@@ -333,8 +333,7 @@ def apply_table(
     # The snapshot the classification reads: the MERGE compares orders again only if it moved.
     read_at, table_rows = (None, 0) if created else current_snapshot_facts(spark, target.identifier)
     filled = unsent if target.unavailable_values else None
-    # Changes with typing errors go into the collapse, which drops them (newest_changes), unless
-    # columns are filled from earlier changes of the key, which must not take a value from one.
+    # Typing errors go to the collapse, which drops them, unless it fills columns from them.
     collapsed = usable if filled else kept
     if created:
         newest = newest_changes(collapsed, filled, typing_errors=not filled)
