@@ -1,10 +1,12 @@
-"""Canal JSON messages written by hand for tests: one row of an ``id``, ``v`` table of ``shop``."""
+"""Canal JSON messages written by hand for tests (one row of an ``id``, ``v`` or ``id``, ``qty``
+table of ``shop``), and what a run's summary says of them per table."""
 
 from __future__ import annotations
 
 from typing import Any
 
 TEXT = {"id": "INT", "v": "VARCHAR(10)"}
+COUNTED = {"id": "INT", "qty": "INT"}
 
 
 def canal_message(
@@ -23,4 +25,27 @@ def canal_message(
         "sql": "",
         "table": table,
         "type": kind,
+    }
+
+
+def row_message(table: str, kind: str, data: dict[str, Any], es: int) -> dict[str, Any]:
+    """``canal_message`` of an ``id``, ``qty`` row (``COUNTED``) or else an ``id``, ``v`` one."""
+    return canal_message(table, kind, data, es, COUNTED if "qty" in data else TEXT)
+
+
+def outcomes(summary: Any) -> dict[str, tuple[int, ...]]:
+    """Per table: messages, inserted, updated, deleted, deleted absent, superseded, older, dead
+    letters."""
+    return {
+        name: (
+            t.messages,
+            t.inserted,
+            t.updated,
+            t.deleted,
+            t.deleted_absent,
+            t.superseded,
+            t.older,
+            t.dead_lettered,
+        )
+        for name, t in summary.tables.items()
     }

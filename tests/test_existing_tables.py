@@ -7,30 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from canal_messages import TEXT, canal_message
+from canal_messages import TEXT, canal_message, outcomes, row_message
 from lakehouses import JDBC_FILE, REST_S3
-
-COUNTED = {"id": "INT", "qty": "INT"}
-
-
-def _canal(table: str, kind: str, data: dict[str, Any], es: int) -> dict[str, Any]:
-    return canal_message(table, kind, data, es, COUNTED if "qty" in data else TEXT)
-
-
-def _outcomes(summary: Any) -> dict[str, tuple[int, ...]]:
-    return {
-        name: (
-            t.messages,
-            t.inserted,
-            t.updated,
-            t.deleted,
-            t.deleted_absent,
-            t.superseded,
-            t.older,
-            t.dead_lettered,
-        )
-        for name, t in summary.tables.items()
-    }
 
 
 def _tombstones(lake: Any) -> list[tuple[str, int]]:
@@ -52,12 +30,12 @@ def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk
         "shop",
         "001.json",
         [
-            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 10),
-            _canal("orders", "INSERT", {"id": 2, "v": "b"}, 11),
-            _canal("orders", "DELETE", {"id": 9, "v": "z"}, 12),  # never there: a tombstone
-            _canal("items", "INSERT", {"id": 1, "v": "x"}, 13),
-            _canal("items", "INSERT", {"id": 2, "v": "y"}, 14),
-            _canal("stock", "INSERT", {"id": 1, "qty": 5}, 16),
+            row_message("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            row_message("orders", "INSERT", {"id": 2, "v": "b"}, 11),
+            row_message("orders", "DELETE", {"id": 9, "v": "z"}, 12),  # never there: a tombstone
+            row_message("items", "INSERT", {"id": 1, "v": "x"}, 13),
+            row_message("items", "INSERT", {"id": 2, "v": "y"}, 14),
+            row_message("stock", "INSERT", {"id": 1, "qty": 5}, 16),
         ],
     )
     lake.run("shop")
@@ -65,16 +43,16 @@ def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk
         "shop",
         "002.json",
         [
-            _canal("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
-            _canal("orders", "DELETE", {"id": 2, "v": "b"}, 21),
-            _canal("orders", "INSERT", {"id": 9, "v": "late"}, 5),  # older than its tombstone
-            _canal("orders", "INSERT", {"id": 3, "v": "c"}, 22),
-            _canal("items", "UPDATE", {"id": 1, "v": "x-old"}, 3),  # older than the row
-            _canal("items", "DELETE", {"id": 7, "v": "q"}, 23),
-            _canal("items", "UPDATE", {"id": 2, "v": "y2"}, 24),
-            _canal("items", "UPDATE", {"id": 2, "v": "y3"}, 25),
-            _canal("stock", "UPDATE", {"id": 1, "qty": "lots"}, 26),
-            _canal("stock", "UPDATE", {"id": 1, "qty": 6}, 27),
+            row_message("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
+            row_message("orders", "DELETE", {"id": 2, "v": "b"}, 21),
+            row_message("orders", "INSERT", {"id": 9, "v": "late"}, 5),  # older than its tombstone
+            row_message("orders", "INSERT", {"id": 3, "v": "c"}, 22),
+            row_message("items", "UPDATE", {"id": 1, "v": "x-old"}, 3),  # older than the row
+            row_message("items", "DELETE", {"id": 7, "v": "q"}, 23),
+            row_message("items", "UPDATE", {"id": 2, "v": "y2"}, 24),
+            row_message("items", "UPDATE", {"id": 2, "v": "y3"}, 25),
+            row_message("stock", "UPDATE", {"id": 1, "qty": "lots"}, 26),
+            row_message("stock", "UPDATE", {"id": 1, "qty": 6}, 27),
         ],
     )
     checkpoints: list[int] = []
@@ -93,7 +71,7 @@ def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk
     # The batch's own checkpoint and the dead letters', and the group's classification's when it
     # is not collected: one table at a time would add a checkpoint per table.
     assert len(checkpoints) == (3 if chunk_rows else 2)
-    assert _outcomes(second) == {
+    assert outcomes(second) == {
         # messages, inserted, updated, deleted, deleted absent, superseded, older, dead letters
         "orders": (4, 1, 1, 1, 0, 0, 1, 0),
         "items": (4, 0, 1, 0, 1, 1, 1, 0),
@@ -118,13 +96,15 @@ def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk
         "shop",
         "003.json",
         [
-            _canal("orders", "INSERT", {"id": 9, "v": "back"}, 30),  # newer: clears the tombstone
-            _canal("items", "INSERT", {"id": 7, "v": "late"}, 2),  # older than its tombstone
+            row_message(
+                "orders", "INSERT", {"id": 9, "v": "back"}, 30
+            ),  # newer: clears the tombstone
+            row_message("items", "INSERT", {"id": 7, "v": "late"}, 2),  # older than its tombstone
         ],
     )
     third = lake.run("shop")
 
-    assert _outcomes(third) == {
+    assert outcomes(third) == {
         "orders": (1, 1, 0, 0, 0, 0, 0, 0),
         "items": (1, 0, 0, 0, 0, 0, 1, 0),
     }
@@ -159,10 +139,10 @@ def _two_small_tables(lake: Any) -> None:
         "shop",
         "001.json",
         [
-            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 10),
-            _canal("orders", "INSERT", {"id": 2, "v": "b"}, 11),
-            _canal("orders", "INSERT", {"id": 3, "v": "c"}, 12),
-            _canal("items", "INSERT", {"id": 1, "v": "x"}, 13),
+            row_message("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            row_message("orders", "INSERT", {"id": 2, "v": "b"}, 11),
+            row_message("orders", "INSERT", {"id": 3, "v": "c"}, 12),
+            row_message("items", "INSERT", {"id": 1, "v": "x"}, 13),
         ],
     )
     lake.run("shop")
@@ -170,10 +150,10 @@ def _two_small_tables(lake: Any) -> None:
         "shop",
         "002.json",
         [
-            _canal("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
-            _canal("orders", "DELETE", {"id": 2, "v": "b"}, 21),
-            _canal("orders", "INSERT", {"id": 4, "v": "d"}, 22),
-            _canal("items", "UPDATE", {"id": 1, "v": "x2"}, 23),
+            row_message("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
+            row_message("orders", "DELETE", {"id": 2, "v": "b"}, 21),
+            row_message("orders", "INSERT", {"id": 4, "v": "d"}, 22),
+            row_message("items", "UPDATE", {"id": 1, "v": "x2"}, 23),
         ],
     )
 
@@ -184,7 +164,7 @@ def test_small_tables_are_rewritten_in_one_commit_without_delete_files(lake):
 
     summary = lake.run("shop")
 
-    assert _outcomes(summary) == {
+    assert outcomes(summary) == {
         "orders": (3, 1, 1, 1, 0, 0, 0, 0),
         "items": (1, 0, 1, 0, 0, 0, 0, 0),
     }
@@ -221,8 +201,8 @@ def test_a_column_the_changes_do_not_write_keeps_its_values(lake):
         "shop",
         "001.json",
         [
-            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 10),
-            _canal("items", "INSERT", {"id": 1, "v": "x"}, 11),
+            row_message("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            row_message("items", "INSERT", {"id": 1, "v": "x"}, 11),
         ],
     )
     lake.run("shop")
@@ -231,8 +211,8 @@ def test_a_column_the_changes_do_not_write_keeps_its_values(lake):
         "shop",
         "002.json",
         [
-            _canal("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
-            _canal("items", "UPDATE", {"id": 1, "v": "x2"}, 21),
+            row_message("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
+            row_message("items", "UPDATE", {"id": 1, "v": "x2"}, 21),
         ],
     )
 
@@ -308,10 +288,10 @@ def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lak
         "shop",
         "003.json",
         [
-            _canal("orders", "DELETE", {"id": 3, "v": "c"}, 30),
-            _canal("orders", "UPDATE", {"id": 4, "v": "d2"}, 31),
-            _canal("items", "UPDATE", {"id": 1, "v": "x3"}, 32),
-            _canal("items", "UPDATE", {"id": 1, "v": "x-old"}, 3),  # older than the row
+            row_message("orders", "DELETE", {"id": 3, "v": "c"}, 30),
+            row_message("orders", "UPDATE", {"id": 4, "v": "d2"}, 31),
+            row_message("items", "UPDATE", {"id": 1, "v": "x3"}, 32),
+            row_message("items", "UPDATE", {"id": 1, "v": "x-old"}, 3),  # older than the row
         ],
     )
     third = lake.run("shop")
@@ -319,7 +299,7 @@ def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lak
     assert read_by_spark == ["orders"]  # items (1 row), read first, took the budget
     assert lake.rows("orders") == [{"id": 1, "v": "a2"}, {"id": 4, "v": "d2"}]
     assert lake.rows("items") == [{"id": 1, "v": "x3"}]
-    assert _outcomes(third)["items"] == (2, 0, 1, 0, 0, 1, 0, 0)
+    assert outcomes(third)["items"] == (2, 0, 1, 0, 0, 1, 0, 0)
 
 
 def test_a_small_table_is_prepared_read_and_rewritten_from_one_load(lake, monkeypatch):
@@ -337,7 +317,7 @@ def test_a_small_table_is_prepared_read_and_rewritten_from_one_load(lake, monkey
     summary = lake.run("shop")
 
     assert _snapshots(lake, "orders")[-1][0] == "overwrite"
-    assert _outcomes(summary)["orders"] == (3, 1, 1, 1, 0, 0, 0, 0)
+    assert outcomes(summary)["orders"] == (3, 1, 1, 1, 0, 0, 0, 0)
     # Each table is loaded for its preparation (columns, properties), which its classification's
     # read of keys and orders and its rewrite reuse, and by the catalog checking the rewrite's
     # commit against the current metadata (four loads each before).
@@ -350,9 +330,9 @@ def test_a_column_added_to_a_small_table_in_a_group_is_written_by_its_rewrite(la
         "shop",
         "001.json",
         [
-            _canal("orders", "INSERT", {"id": 1, "v": "a"}, 10),
-            _canal("orders", "INSERT", {"id": 2, "v": "b"}, 11),
-            _canal("items", "INSERT", {"id": 1, "v": "x"}, 12),
+            row_message("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            row_message("orders", "INSERT", {"id": 2, "v": "b"}, 11),
+            row_message("items", "INSERT", {"id": 1, "v": "x"}, 12),
         ],
     )
     lake.run("shop")
@@ -363,7 +343,7 @@ def test_a_column_added_to_a_small_table_in_a_group_is_written_by_its_rewrite(la
         [
             canal_message("orders", "UPDATE", {"id": 1, "v": "a2", "note": "n1"}, 20, wider),
             canal_message("orders", "INSERT", {"id": 3, "v": "c", "note": "n3"}, 21, wider),
-            _canal("items", "UPDATE", {"id": 1, "v": "x2"}, 22),
+            row_message("items", "UPDATE", {"id": 1, "v": "x2"}, 22),
         ],
     )
 

@@ -4,7 +4,7 @@ every path: a table alone or in a group, created by the batch or holding rows al
 from __future__ import annotations
 
 import pytest
-from test_existing_tables import _canal, _outcomes
+from canal_messages import outcomes, row_message
 
 
 @pytest.mark.parametrize("held", [False, True], ids=["created", "existing"])
@@ -17,22 +17,22 @@ def test_a_change_whose_value_does_not_fit_supersedes_nothing(lake, held, tables
     lake.add_pipeline("shop", "canal-json")
     if held:
         lake.land(
-            "shop", "000.json", [_canal(t, "INSERT", {"id": 100, "qty": 1}, 1) for t in tables]
+            "shop", "000.json", [row_message(t, "INSERT", {"id": 100, "qty": 1}, 1) for t in tables]
         )
         lake.run("shop")
     lines = []
     for n, table in enumerate(tables):
         lines += [
-            _canal(table, "INSERT", {"id": 1, "qty": 5}, 30 + 10 * n),
-            _canal(table, "UPDATE", {"id": 1, "qty": "lots"}, 31 + 10 * n),
-            _canal(table, "INSERT", {"id": 2, "qty": "many"}, 32 + 10 * n),
+            row_message(table, "INSERT", {"id": 1, "qty": 5}, 30 + 10 * n),
+            row_message(table, "UPDATE", {"id": 1, "qty": "lots"}, 31 + 10 * n),
+            row_message(table, "INSERT", {"id": 2, "qty": "many"}, 32 + 10 * n),
         ]
     lake.land("shop", "001.json", lines)
 
     summary = lake.run("shop")
 
     # messages, inserted, updated, deleted, deleted absent, superseded, older, dead letters
-    assert _outcomes(summary) == {t: (1, 1, 0, 0, 0, 0, 0, 2) for t in tables}
+    assert outcomes(summary) == {t: (1, 1, 0, 0, 0, 0, 0, 2) for t in tables}
     for table in tables:
         held_row = [{"id": 100, "qty": 1}] if held else []
         assert lake.rows(table) == [{"id": 1, "qty": 5}, *held_row]

@@ -80,7 +80,7 @@ def newest_changes(
 
     One sort by key and order serves both window functions (same partitioning and ordering), and
     only the newest change per key goes on: the others are merely counted as superseded.
-    ``unsent``: columns some changes did not send (``KEEP_COLUMN``); see ``_fill_unsent``.
+    ``unsent``: columns some changes did not send (``KEEP_COLUMN``, ``fill_unsent``).
     ``per``: what a key is (with ``_cdc_target`` first when the frame holds several tables).
     ``typing_errors``: ``good`` still holds the changes whose values did not fit their types
     (``_type_error``, never with ``unsent``), which supersede nothing and are not counted: they
