@@ -80,10 +80,12 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
         assert not any(key.startswith("spark.sql.catalog.") for key in task.conf)
         assert task.catalog is not None and task.catalog.name == "lake"
         assert task.conf["spark.sql.extensions"].endswith("IcebergSparkSessionExtensions")
-        # Generated code over HotSpot's 8000-byte limit is JIT-compiled in driver and executors.
+        # Generated code over HotSpot's 8000-byte limit is JIT-compiled in driver and executors,
+        # whose G1 marks the old generation only at a fixed occupancy.
         for jvm in ("driver", "executor"):
             options = task.conf[f"spark.{jvm}.extraJavaOptions"].split()
             assert "-XX:-DontCompileHugeMethods" in options
+            assert "-XX:InitiatingHeapOccupancyPercent=80" in options
         # The pipelines file's own spark.conf wins over the defaults.
         assert task.conf["spark.sql.shuffle.partitions"] == "2"
 

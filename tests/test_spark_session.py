@@ -16,21 +16,36 @@ def test_generated_code_over_hotspot_method_limit_is_jit_compiled(spark: Any) ->
     assert "-XX:-DontCompileHugeMethods" in arguments
 
 
-def test_pipelines_file_jvm_options_keep_the_jit_flag_unless_they_set_it() -> None:
+def test_g1_starts_marking_only_at_a_fixed_occupancy(spark: Any) -> None:
+    # Adaptive, G1 lowered its threshold to what the batch's checkpoints keep live and marked the
+    # old generation every second and a half of a large batch.
+    jvm = spark.sparkContext._jvm
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    )
+    assert bean.getVMOption("G1UseAdaptiveIHOP").getValue() == "false"
+    assert bean.getVMOption("InitiatingHeapOccupancyPercent").getValue() == "80"
+
+
+def test_pipelines_file_jvm_options_keep_the_job_flags_they_do_not_name() -> None:
     from cdc_ingest.spark_session import submit_conf
 
+    g1 = "-XX:-G1UseAdaptiveIHOP -XX:InitiatingHeapOccupancyPercent=80"
     conf = submit_conf(
         {
             "spark.driver.extraJavaOptions": "-Xss4m -Dx=1",
-            "spark.executor.extraJavaOptions": "-XX:+DontCompileHugeMethods",
+            "spark.executor.extraJavaOptions": "-XX:+DontCompileHugeMethods "
+            "-XX:InitiatingHeapOccupancyPercent=60",
             "spark.sql.shuffle.partitions": "2",
         },
     )
-    assert conf["spark.driver.extraJavaOptions"] == "-XX:-DontCompileHugeMethods -Xss4m -Dx=1"
-    # Naming the flag either way is the pipelines file's call.
-    assert conf["spark.executor.extraJavaOptions"] == "-XX:+DontCompileHugeMethods"
+    assert conf["spark.driver.extraJavaOptions"] == f"-XX:-DontCompileHugeMethods {g1} -Xss4m -Dx=1"
+    # Naming a flag, either way, is the pipelines file's call; the flags it does not name stay.
+    assert conf["spark.executor.extraJavaOptions"] == (
+        "-XX:-G1UseAdaptiveIHOP -XX:+DontCompileHugeMethods -XX:InitiatingHeapOccupancyPercent=60"
+    )
     assert conf["spark.sql.shuffle.partitions"] == "2"
-    assert submit_conf({})["spark.executor.extraJavaOptions"] == "-XX:-DontCompileHugeMethods"
+    assert submit_conf({})["spark.executor.extraJavaOptions"] == f"-XX:-DontCompileHugeMethods {g1}"
     # The catalog's settings (and secrets) are set by the job's driver, never on the command line.
     assert not any(key.startswith("spark.sql.catalog.") for key in conf)
 
