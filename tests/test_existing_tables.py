@@ -96,9 +96,8 @@ def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk
         "shop",
         "003.json",
         [
-            row_message(
-                "orders", "INSERT", {"id": 9, "v": "back"}, 30
-            ),  # newer: clears the tombstone
+            # Newer than its tombstone, which it clears.
+            row_message("orders", "INSERT", {"id": 9, "v": "back"}, 30),
             row_message("items", "INSERT", {"id": 7, "v": "late"}, 2),  # older than its tombstone
         ],
     )
