@@ -1,7 +1,8 @@
 """What a user would run instead of cdc-ingest, timed on the same changes (``bench_steady``).
 
 Each returns the CPU seconds of the whole process tree: a parse-only baseline, a hand-written Spark
-job (parse, newest change per key, one ``MERGE INTO``), and pyiceberg's ``Table.upsert``. The
+job (parse, newest change per key, one ``MERGE INTO``, with or without comparing each change's
+time with its row's), and pyiceberg's ``Table.upsert``. The
 changes are Debezium messages of an ``(id, v, note)`` table.
 """
 
@@ -39,8 +40,12 @@ def parse_baseline(spark: SparkSession, landing: Path) -> float:
     return tree_cpu_seconds() - cpu
 
 
-def hand_merge(spark: SparkSession, landing: Path, table: str) -> float:
-    """CPU seconds of the job a user would write: parse, newest per key, one MERGE."""
+def hand_merge(spark: SparkSession, landing: Path, table: str, guarded: bool = False) -> float:
+    """CPU seconds of the job a user would write: parse, newest per key, one MERGE. ``guarded``:
+    the MERGE applies a change only where it is newer than the row (``table`` then has a ``ts``
+    column, the source time of the change that wrote each row), as a user who needs changes
+    arriving late not to overwrite newer ones would write it (no tombstones: a late insert of a
+    deleted key still comes back)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -61,11 +66,21 @@ def hand_merge(spark: SparkSession, landing: Path, table: str) -> float:
     parsed.withColumn("_n", F.row_number().over(newest)).where("_n = 1").createOrReplaceTempView(
         "hand_changes"
     )
+    newer = " AND s.ts > t.ts" if guarded else ""
+    sets = "v = s.v, note = s.note" + (", ts = s.ts" if guarded else "")
+    columns, values = (
+        ("id, v, note, ts", "s.id, s.v, s.note, s.ts")
+        if guarded
+        else (
+            "id, v, note",
+            "s.id, s.v, s.note",
+        )
+    )
     spark.sql(
         f"MERGE INTO {table} t USING hand_changes s ON t.id = s.id "
-        "WHEN MATCHED AND s.op = 'd' THEN DELETE "
-        "WHEN MATCHED THEN UPDATE SET v = s.v, note = s.note "
-        "WHEN NOT MATCHED AND s.op != 'd' THEN INSERT (id, v, note) VALUES (s.id, s.v, s.note)"
+        f"WHEN MATCHED AND s.op = 'd'{newer} THEN DELETE "
+        f"WHEN MATCHED{newer} THEN UPDATE SET {sets} "
+        f"WHEN NOT MATCHED AND s.op != 'd' THEN INSERT ({columns}) VALUES ({values})"
     )
     return tree_cpu_seconds() - cpu
 

@@ -2,13 +2,17 @@
 
     .venv/bin/python scripts/bench_steady.py [--quick] [--workdir DIR]
 
-In one Spark session, each number the CPU seconds of the whole process tree:
+In one Spark session, each number the CPU seconds of the whole process tree, each measured on a
+warm JVM (the batch after two warm-up batches, each Spark reference after an uncounted run of its
+own):
 
 1. ``into 10M rows``: 1M Debezium changes (half updates, a quarter inserts, a quarter deletes)
    applied by ``run_pipeline`` to a mirror already holding 10M rows (the MERGE path), against
    - a parse-only baseline of the same files (``read.text`` + ``from_json`` + aggregate);
    - a hand-written Spark job over a plain Iceberg table holding the same rows: parse, keep each
      key's newest change, one ``MERGE INTO`` (no ordering guard, dead letters or checkpoints);
+   - the same job guarded: its table holds each row's source time, and the MERGE applies a
+     change only where it is newer (reported, no target: what the guard alone costs by hand);
    - pyiceberg's ``Table.upsert`` (plus ``Table.delete`` for the deletes) on a tenth of the rows
      and changes, scaled by ten.
 2. ``50 batches``: 50 consecutive runs of 2,000 changes each; the last 10 against the first 10.
@@ -190,21 +194,24 @@ class Steady:
             expect = {"inserted": inserts, "updated": updates, "deleted": deletes}
             self.run(warm_up, expect, pipeline)
 
-    def seed_hand_table(self) -> str:
-        """A plain Iceberg table with the mirror's rows and write properties."""
-        name = f"{CATALOG}.hand.{TABLE}"
+    def seed_hand_table(self, guarded: bool = False, suffix: str = "") -> str:
+        """A plain Iceberg table with the mirror's rows and write properties; ``guarded``: with
+        a ``ts`` column (0: older than every change) for the guarded hand MERGE."""
+        name = f"{CATALOG}.hand.{TABLE}" + ("_guarded" if guarded else "") + suffix
         props = {
             r["key"]: r["value"]
             for r in self.spark.sql(f"SHOW TBLPROPERTIES {self.mirror()}").collect()
             if r["key"].startswith("write.") or r["key"] == "format-version"
         }
         listed = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+        ts = ", ts bigint" if guarded else ""
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.hand")
         self.spark.sql(
-            f"CREATE TABLE {name} (id bigint, v bigint, note string) USING iceberg "
+            f"CREATE TABLE {name} (id bigint, v bigint, note string{ts}) USING iceberg "
             f"TBLPROPERTIES ({listed})"
         )
-        self.spark.sql(f"INSERT INTO {name} SELECT id, v, note FROM {self.mirror()}")
+        zero = ", 0L" if guarded else ""
+        self.spark.sql(f"INSERT INTO {name} SELECT id, v, note{zero} FROM {self.mirror()}")
         return name
 
     def micro_batches(
@@ -262,13 +269,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bench.seed_mirror(warm=total)
         hand = bench.seed_hand_table()
+        hand_guarded = bench.seed_hand_table(guarded=True)
+        # The references' warm-ups, as the batch had its own: their plans compiled once.
+        warm_hand = bench.seed_hand_table(suffix="_warm")
+        warm_guarded = bench.seed_hand_table(guarded=True, suffix="_warm")
         lines = steady_changes(rows, total, 1_000_000)
         quarter = total // 4
         ours = bench.run(lines, {"inserted": quarter, "updated": total // 2, "deleted": quarter})
         print("stages of the batch into a table:", *render_phases(bench.timings), sep="\n")
         landing = bench.landing() / f"batch-{bench.batches:03d}"
+        parse_baseline(bench.spark, landing)
         parse = parse_baseline(bench.spark, landing)
+        hand_merge(bench.spark, landing, warm_hand)
         merge = hand_merge(bench.spark, landing, hand)
+        hand_merge(bench.spark, landing, warm_guarded, guarded=True)
+        guarded_merge = hand_merge(bench.spark, landing, hand_guarded, guarded=True)
         tenth = steady_changes(rows // 10, total // 10, 1_000_000)
         upsert = pyiceberg_upsert(bench.catalog, f"py.{TABLE}", rows // 10, tenth) * 10
         label = f"{total:,} changes into {rows:,} rows"
@@ -288,6 +303,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"MERGE job: {merge:.1f} s",
                 ours / merge,
                 1.3,
+            )
+        )
+        shapes.append(
+            Shape(
+                "vs guarded hand",
+                f"ours: {ours:.1f} s",
+                f"MERGE if newer: {guarded_merge:.1f} s",
+                ours / guarded_merge,
+                0.0,
+                ("reported", True),
             )
         )
         shapes.append(
