@@ -2,8 +2,8 @@
 
 Each returns the CPU seconds of the whole process tree: a parse-only baseline, a hand-written Spark
 job (parse, newest change per key, one ``MERGE INTO``, with or without comparing each change's
-time with its row's), and pyiceberg's ``Table.upsert``. The
-changes are Debezium messages of an ``(id, v, note)`` table.
+time with its row's) over tables ``seed_hand_tables`` makes, and pyiceberg's ``Table.upsert``.
+The changes are Debezium messages of an ``(id, v, note)`` table.
 """
 
 from __future__ import annotations
@@ -40,6 +40,32 @@ def parse_baseline(spark: SparkSession, landing: Path) -> float:
     return tree_cpu_seconds() - cpu
 
 
+def seed_hand_tables(spark: SparkSession, mirror: str, name: str) -> dict[tuple[bool, bool], str]:
+    """Plain Iceberg tables holding ``mirror``'s rows, with its write properties, for
+    ``hand_merge``: one per (guarded, warm-up), named ``name`` plus ``_guarded`` and ``_warm``. A
+    guarded one has a ``ts`` column, 0 in every row: older than every change."""
+    props = {
+        r["key"]: r["value"]
+        for r in spark.sql(f"SHOW TBLPROPERTIES {mirror}").collect()
+        if r["key"].startswith("write.") or r["key"] == "format-version"
+    }
+    listed = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
+    tables: dict[tuple[bool, bool], str] = {}
+    for guarded in (False, True):
+        for warm_up in (False, True):
+            table = name + ("_guarded" if guarded else "") + ("_warm" if warm_up else "")
+            ts = ", ts bigint" if guarded else ""
+            spark.sql(
+                f"CREATE TABLE {table} (id bigint, v bigint, note string{ts}) USING iceberg "
+                f"TBLPROPERTIES ({listed})"
+            )
+            zero = ", 0L" if guarded else ""
+            spark.sql(f"INSERT INTO {table} SELECT id, v, note{zero} FROM {mirror}")
+            tables[guarded, warm_up] = table
+    return tables
+
+
 def hand_merge(spark: SparkSession, landing: Path, table: str, guarded: bool = False) -> float:
     """CPU seconds of the job a user would write: parse, newest per key, one MERGE. ``guarded``:
     the MERGE applies a change only where it is newer than the row (``table`` then has a ``ts``
@@ -67,20 +93,14 @@ def hand_merge(spark: SparkSession, landing: Path, table: str, guarded: bool = F
         "hand_changes"
     )
     newer = " AND s.ts > t.ts" if guarded else ""
-    sets = "v = s.v, note = s.note" + (", ts = s.ts" if guarded else "")
-    columns, values = (
-        ("id, v, note, ts", "s.id, s.v, s.note, s.ts")
-        if guarded
-        else (
-            "id, v, note",
-            "s.id, s.v, s.note",
-        )
-    )
+    columns = ["id", "v", "note", *(["ts"] if guarded else [])]
+    sets = ", ".join(f"{c} = s.{c}" for c in columns[1:])
+    values = ", ".join(f"s.{c}" for c in columns)
     spark.sql(
         f"MERGE INTO {table} t USING hand_changes s ON t.id = s.id "
         f"WHEN MATCHED AND s.op = 'd'{newer} THEN DELETE "
         f"WHEN MATCHED{newer} THEN UPDATE SET {sets} "
-        f"WHEN NOT MATCHED AND s.op != 'd' THEN INSERT ({columns}) VALUES ({values})"
+        f"WHEN NOT MATCHED AND s.op != 'd' THEN INSERT ({', '.join(columns)}) VALUES ({values})"
     )
     return tree_cpu_seconds() - cpu
 

@@ -44,7 +44,12 @@ if str(REPO / "jobs") not in sys.path:
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
-from bench_references import hand_merge, parse_baseline, pyiceberg_upsert  # noqa: E402
+from bench_references import (  # noqa: E402
+    hand_merge,
+    parse_baseline,
+    pyiceberg_upsert,
+    seed_hand_tables,
+)
 from bench_table import HEADER, Shape, save  # noqa: E402
 from cdc_ingest import ordering  # noqa: E402
 from cdc_ingest.config import load_config  # noqa: E402
@@ -194,26 +199,6 @@ class Steady:
             expect = {"inserted": inserts, "updated": updates, "deleted": deletes}
             self.run(warm_up, expect, pipeline)
 
-    def seed_hand_table(self, guarded: bool = False, suffix: str = "") -> str:
-        """A plain Iceberg table with the mirror's rows and write properties; ``guarded``: with
-        a ``ts`` column (0: older than every change) for the guarded hand MERGE."""
-        name = f"{CATALOG}.hand.{TABLE}" + ("_guarded" if guarded else "") + suffix
-        props = {
-            r["key"]: r["value"]
-            for r in self.spark.sql(f"SHOW TBLPROPERTIES {self.mirror()}").collect()
-            if r["key"].startswith("write.") or r["key"] == "format-version"
-        }
-        listed = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
-        ts = ", ts bigint" if guarded else ""
-        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.hand")
-        self.spark.sql(
-            f"CREATE TABLE {name} (id bigint, v bigint, note string{ts}) USING iceberg "
-            f"TBLPROPERTIES ({listed})"
-        )
-        zero = ", 0L" if guarded else ""
-        self.spark.sql(f"INSERT INTO {name} SELECT id, v, note{zero} FROM {self.mirror()}")
-        return name
-
     def micro_batches(
         self, first_key: int, start_ts: int, pipeline: str = "steady", count: int = MICRO_BATCHES
     ) -> list[float]:
@@ -268,22 +253,20 @@ def main(argv: list[str] | None = None) -> int:
     shapes: list[Shape] = []
     try:
         bench.seed_mirror(warm=total)
-        hand = bench.seed_hand_table()
-        hand_guarded = bench.seed_hand_table(guarded=True)
-        # The references' warm-ups, as the batch had its own: their plans compiled once.
-        warm_hand = bench.seed_hand_table(suffix="_warm")
-        warm_guarded = bench.seed_hand_table(guarded=True, suffix="_warm")
+        hand = seed_hand_tables(bench.spark, bench.mirror(), f"{CATALOG}.hand.{TABLE}")
         lines = steady_changes(rows, total, 1_000_000)
         quarter = total // 4
         ours = bench.run(lines, {"inserted": quarter, "updated": total // 2, "deleted": quarter})
         print("stages of the batch into a table:", *render_phases(bench.timings), sep="\n")
         landing = bench.landing() / f"batch-{bench.batches:03d}"
+        # Each reference after an uncounted run of its own, as the batch after its warm-ups.
         parse_baseline(bench.spark, landing)
         parse = parse_baseline(bench.spark, landing)
-        hand_merge(bench.spark, landing, warm_hand)
-        merge = hand_merge(bench.spark, landing, hand)
-        hand_merge(bench.spark, landing, warm_guarded, guarded=True)
-        guarded_merge = hand_merge(bench.spark, landing, hand_guarded, guarded=True)
+        merges = {}
+        for guarded in (False, True):
+            hand_merge(bench.spark, landing, hand[guarded, True], guarded)
+            merges[guarded] = hand_merge(bench.spark, landing, hand[guarded, False], guarded)
+        merge, guarded_merge = merges[False], merges[True]
         tenth = steady_changes(rows // 10, total // 10, 1_000_000)
         upsert = pyiceberg_upsert(bench.catalog, f"py.{TABLE}", rows // 10, tenth) * 10
         label = f"{total:,} changes into {rows:,} rows"
