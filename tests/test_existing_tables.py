@@ -4,6 +4,7 @@ tombstones."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -355,3 +356,100 @@ def test_a_column_added_to_a_small_table_in_a_group_is_written_by_its_rewrite(la
         {"id": 3, "v": "c", "note": "n3"},
     ]
     assert lake.rows("items") == [{"id": 1, "v": "x2"}]
+
+
+def _three_merged_tables(lake: Any, monkeypatch: Any) -> None:
+    """Three tables holding rows, each with an update and a delete in the second batch (merged:
+    none is small enough to be rewritten)."""
+    from cdc_ingest.apply import existing_tables
+
+    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 0)
+    lake.add_pipeline("shop", "canal-json")
+    names = ("orders", "items", "stock")
+    first = [
+        row_message(name, "INSERT", {"id": key, "v": f"{name}{key}"}, 10 + key)
+        for name in names
+        for key in (1, 2, 3)
+    ]
+    lake.land("shop", "001.json", first)
+    lake.run("shop")
+    second = [
+        message
+        for n, name in enumerate(names)
+        for message in (
+            row_message(name, "UPDATE", {"id": 1, "v": f"{name}1-new"}, 20 + n),
+            row_message(name, "DELETE", {"id": 2, "v": f"{name}2"}, 30 + n),
+        )
+    ]
+    lake.land("shop", "002.json", second)
+
+
+def test_tables_merged_by_spark_are_written_at_once_each_with_its_own_counts(lake, monkeypatch):
+    import threading
+
+    from cdc_ingest.apply import existing_tables
+    from cdc_ingest.apply.keyed_writes import merge_target
+
+    _three_merged_tables(lake, monkeypatch)
+    # Each MERGE waits for the other two to start: written one after another, the first would
+    # wait out the barrier's timeout and the batch fail.
+    all_started = threading.Barrier(3, timeout=120)
+
+    def meeting(*args: Any, **kwargs: Any) -> None:
+        all_started.wait()
+        merge_target(*args, **kwargs)
+
+    monkeypatch.setattr(existing_tables, "merge_target", meeting)
+
+    summary = lake.run("shop")
+
+    assert outcomes(summary) == {
+        name: (2, 0, 1, 1, 0, 0, 0, 0) for name in ("orders", "items", "stock")
+    }
+    for name in ("orders", "items", "stock"):
+        assert lake.rows(name) == [{"id": 1, "v": f"{name}1-new"}, {"id": 3, "v": f"{name}3"}]
+        # Its own MERGE (a position-delete file), carrying its own counts, not another table's.
+        assert _snapshots(lake, name)[-1] == ("overwrite", "2", "2", "1")
+        commit = lake.spark.sql(
+            f"SELECT summary FROM {lake.catalog}.ods.{name}.snapshots ORDER BY committed_at DESC"
+        ).first()
+        counts = json.loads(commit["summary"]["cdc.counts"])
+        assert (counts["table"], counts["counts"]["updated"], counts["counts"]["deleted"]) == (
+            name,
+            1,
+            1,
+        )
+
+
+def test_a_table_whose_merge_is_refused_is_dead_lettered_while_the_others_are_written_at_once(
+    lake, monkeypatch
+):
+    from cdc_ingest.apply import existing_tables
+    from pyspark.errors import AnalysisException
+
+    _three_merged_tables(lake, monkeypatch)
+    from cdc_ingest.apply.keyed_writes import merge_target
+
+    def refusing_items(spark: Any, classified: Any, target: Any, *args: Any, **kwargs: Any) -> None:
+        if target.name == "items":
+            raise AnalysisException("items: refused for the test")
+        merge_target(spark, classified, target, *args, **kwargs)
+
+    monkeypatch.setattr(existing_tables, "merge_target", refusing_items)
+
+    summary = lake.run("shop")
+
+    assert summary.tables["items"].dead_lettered == 2
+    assert outcomes(summary)["orders"] == outcomes(summary)["stock"] == (2, 0, 1, 1, 0, 0, 0, 0)
+    assert lake.rows("items") == [
+        {"id": 1, "v": "items1"},
+        {"id": 2, "v": "items2"},
+        {"id": 3, "v": "items3"},
+    ]
+    assert lake.rows("stock") == [{"id": 1, "v": "stock1-new"}, {"id": 3, "v": "stock3"}]
+    reasons = {d["reason"] for d in lake.dead_letters()}
+    assert len(reasons) == 1
+    (reason,) = reasons
+    assert (
+        reason.startswith("table items could not be applied") and "refused for the test" in reason
+    )

@@ -7,7 +7,6 @@ Per table: plain changes go through :mod:`cdc_ingest.apply.keyed` (keyed, MERGE)
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
@@ -15,7 +14,12 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.append_only import apply_append_only
 from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
-from cdc_ingest.apply.existing_tables import ExistingGroup, applies_existing, existing_groups
+from cdc_ingest.apply.existing_tables import (
+    ExistingGroup,
+    applies_existing,
+    existing_groups,
+    write_group,
+)
 from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, applies_fresh, fresh_groups
 from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.apply.segmented import TableContext, apply_with_ddl
@@ -208,14 +212,7 @@ def _apply_group(
                 arrow.create_pending(table.target.identifier)
             dead += _apply_alone(ctx, table, created, changes, summary, evolve)
         return dead
-    refusals: dict[str, Exception] = {}
-    # The tables the writes create are registered together, after the last write.
-    with arrow.created_together() if arrow is not None else nullcontext():
-        for table in members:
-            try:
-                group.write(table, arrow)
-            except (AnalysisException, TableDesignError) as exc:
-                refusals[table.target.name] = exc
+    refusals = write_group(ctx.spark, group, members, arrow)
     applied: set[str] = set()
     for table in members:
         target = table.target

@@ -13,17 +13,21 @@ driver). Each table is still written by a commit of its own, carrying its counts
 materialized classification: a small one (at most ``REWRITTEN_ROWS`` rows, no delete
 files) rewritten whole through pyiceberg from the group's changes collected as Arrow in one job
 (``state/copy_on_write``), any other merged (appended where it only gains keys:
-``keyed.inserts_only``). The group's tombstones are written in one commit.
+``keyed.inserts_only``), several at once (``concurrent_writes``). The group's tombstones are
+written in one commit.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.actions import DELETED, INSERT, UPDATE
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
+from cdc_ingest.apply.concurrent_writes import write_each
 from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
 from cdc_ingest.apply.fresh_tables import TARGET, FreshGroup, FreshTable, fits_a_group, fresh_groups
 from cdc_ingest.apply.keyed import (
@@ -51,6 +55,7 @@ from cdc_ingest.state.tables import (
     quote,
 )
 from cdc_ingest.state.tables import sql_string as literal
+from cdc_ingest.table_options import TableDesignError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -207,19 +212,26 @@ class ExistingGroup(FreshGroup):
         summary = self.summaries[name]
         return summary.inserted + summary.updated + summary.deleted
 
-    def write(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> None:
-        """Write one table's classified changes, its counts on the commit (no commit when none
-        changes a row): a small table rewritten through pyiceberg (``arrow``) where it can take
-        it, else a MERGE."""
+    def write_small(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> bool:
+        """Whether one table is written without Spark: none of its changes changes a row (no
+        commit), or it is small and rewritten through pyiceberg (``arrow``), its counts on the
+        commit. Otherwise ``write_by_spark`` writes it."""
         target = table.target
         summary = self.summaries[target.name]
         if not self._written(target.name):
-            return
+            return True
+        if arrow is None or not arrow.available:
+            return False
         note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
-        if arrow is not None and arrow.available:
-            with stage("rewrite small table"):
-                if self._rewrite(target, arrow, note):
-                    return
+        with stage("rewrite small table"):
+            return self._rewrite(target, arrow, note)
+
+    def write_by_spark(self, table: FreshTable) -> None:
+        """Write one table's classified changes by a MERGE, or an append where they only add
+        keys, its counts on the commit. Safe to run for several tables at once."""
+        target = table.target
+        summary = self.summaries[target.name]
+        note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
         moved = current_snapshot_id(self.spark, target.identifier) != self._read_at[target.name]
         mine = self._frame().where(F.col(TARGET) == target.name)
         if inserts_only(summary, target, moved):
@@ -290,3 +302,40 @@ class ExistingGroup(FreshGroup):
     @staticmethod
     def _outcome(summary: TableSummary) -> dict[str, object]:
         return {f: getattr(summary, f) for f in OUTCOMES} | {"created": False}
+
+
+def write_group(
+    spark: SparkSession,
+    group: FreshGroup,
+    members: list[FreshTable],
+    arrow: ArrowCatalog | None,
+) -> dict[str, Exception]:
+    """Write each table of a classified group; returns the refusals, each its table's own.
+
+    Tables this run created are written one after another (through pyiceberg where it can take
+    them, registered together after the last write). Of the tables holding rows, the small ones
+    are rewritten through pyiceberg, and the others merged (or appended) by Spark, several at
+    once (``concurrent_writes``)."""
+    refused = (AnalysisException, TableDesignError)
+    refusals: dict[str, Exception] = {}
+    if not isinstance(group, ExistingGroup):
+        with arrow.created_together() if arrow is not None else nullcontext():
+            for table in members:
+                try:
+                    group.write(table, arrow)
+                except refused as exc:
+                    refusals[table.target.name] = exc
+        return refusals
+    by_spark: list[FreshTable] = []
+    for table in members:
+        try:
+            if not group.write_small(table, arrow):
+                by_spark.append(table)
+        except refused as exc:
+            refusals[table.target.name] = exc
+    refusals.update(write_each(spark, by_spark, group.write_by_spark, _table_name, refused))
+    return refusals
+
+
+def _table_name(table: FreshTable) -> str:
+    return table.target.name

@@ -16,6 +16,7 @@ into ``_cdc_tombstones`` in one commit.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -126,6 +127,7 @@ class FreshGroup:
         self.summaries: dict[str, TableSummary] = {}
         self._typed: DataFrame | None = None
         self._classified: DataFrame | None = None
+        self._frame_lock = threading.Lock()
         self._rows: pa.Table | None = None  # the whole classification, if collected
         self._collected: dict[str, pa.Table] = {}  # collected, not yet written
 
@@ -162,10 +164,11 @@ class FreshGroup:
 
     def _frame(self) -> DataFrame:
         """The classification as a Spark frame (the collected rows as a local relation)."""
-        if self._classified is None:
-            assert self._rows is not None, "classify first"
-            self._classified = arrow_frame(self.spark, self._rows)
-        return self._classified
+        with self._frame_lock:  # tables' writes may ask at once (``concurrent_writes``)
+            if self._classified is None:
+                assert self._rows is not None, "classify first"
+                self._classified = arrow_frame(self.spark, self._rows)
+            return self._classified
 
     def _typed_changes(self, changes: DataFrame) -> DataFrame:
         values: list[str] = []

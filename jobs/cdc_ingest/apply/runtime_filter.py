@@ -21,8 +21,10 @@ false negatives), so the MERGE's result is the same.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -36,6 +38,23 @@ LARGER = 4
 BITS_PER_KEY = 8
 _CONF = "spark.sql.optimizer.runtime.bloomFilter."
 _LONGEST = str(2**63 - 1)
+# The settings are the session's, and the MERGEs of tables written at once
+# (``concurrent_writes``) overlap: the first to start sets them, each sizes the filter up to its
+# own changes, and the last to end puts the session's back. A statement of another thread planned
+# meanwhile may get a filter it would not have had, which changes no result.
+_HELD_LOCK = threading.Lock()
+
+
+@dataclass
+class _Held:
+    """The settings the overlapping blocks hold: how many, the largest sizing, what was before."""
+
+    blocks: int = 0
+    changes: int = -1
+    before: dict[str, str | None] = field(default_factory=dict)
+
+
+_held = _Held()
 
 
 def worth_filtering(changes: int, table_rows: int) -> bool:
@@ -65,7 +84,31 @@ def bloom_filtered(spark: SparkSession, changes: int) -> Iterator[None]:
     Spark also skips the filter where it judges by size that the join is probably a broadcast
     (a table under 10 MB), which a MERGE's never is: the table carries a hint against it, and
     the changes are the preserved side. So no size allows one for the statement."""
-    settings = {
+    with _HELD_LOCK:
+        if _held.blocks == 0:
+            _held.before = {key: spark.conf.get(key, None) for key in _settings(0)}
+            _held.changes = -1
+        _held.blocks += 1
+        if changes > _held.changes:
+            _held.changes = changes
+            for key, value in _settings(changes).items():
+                spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        with _HELD_LOCK:
+            _held.blocks -= 1
+            if _held.blocks == 0:
+                for key, earlier in _held.before.items():
+                    if earlier is None:
+                        spark.conf.unset(key)
+                    else:
+                        spark.conf.set(key, earlier)
+
+
+def _settings(changes: int) -> dict[str, str]:
+    """The statement's settings: the filter allowed whatever the sizes, sized for ``changes``."""
+    return {
         _CONF + "enabled": "true",
         _CONF + "applicationSideScanSizeThreshold": "0",
         _CONF + "creationSideThreshold": _LONGEST,
@@ -74,14 +117,3 @@ def bloom_filtered(spark: SparkSession, changes: int) -> Iterator[None]:
         _CONF + "numBits": str(BITS_PER_KEY * changes),
         "spark.sql.autoBroadcastJoinThreshold": "-1",
     }
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, earlier in before.items():
-            if earlier is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, earlier)

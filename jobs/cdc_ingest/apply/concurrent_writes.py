@@ -1,0 +1,84 @@
+"""Several tables' Spark writes at once, over the run's one Spark session.
+
+A table's MERGE is a few Spark jobs whose driver work (planning, Iceberg's scan planning and
+commit) leaves the executors idle, and whose small last stages leave cores idle; writes of other
+tables fill them. Four MERGEs of 100,000 changes into tables of 1M rows, on 2 cores: 1.8 s of
+wall time at once against 2.6 s one after another, for the same CPU. Each write stays a commit of
+its own table, with its counts (``commit_notes`` keeps them per thread), and a refusal of one
+table stays that table's. Spark runs the writers' jobs first come, first served; where a
+pipelines file sets ``spark.scheduler.mode: FAIR``, each writer runs its jobs in a scheduler pool
+of its own (``cdc-ingest-writer-0`` to ``-3``, which an allocation file may weigh), so that a
+large table's MERGE does not hold the others' back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, TypeVar
+
+from cdc_ingest.stages import stage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# Tables written at once, at most: past a few, their jobs only queue for the same cores.
+WRITERS = 4
+POOL_PROPERTY = "spark.scheduler.pool"
+
+Table = TypeVar("Table")
+
+
+def write_each(
+    spark: SparkSession,
+    tables: Sequence[Table],
+    write: Callable[[Table], None],
+    name: Callable[[Table], str],
+    refused: tuple[type[Exception], ...],
+) -> dict[str, Exception]:
+    """``write`` each of ``tables``, up to ``WRITERS`` at once; returns the ``refused``
+    exceptions by table ``name``. Any other exception (the catalog's, the engine's) is raised once
+    every write has ended, so that no write is still running when the batch fails.
+
+    Stages opened by the writes are not recorded (a stage is timed in the thread that records
+    them): writes at once are timed together as ``write tables at once``.
+    """
+    refusals: dict[str, Exception] = {}
+    if len(tables) < 2:
+        for table in tables:
+            try:
+                write(table)
+            except refused as exc:
+                refusals[name(table)] = exc
+        return refusals
+    from pyspark import inheritable_thread_target
+
+    fair = spark.sparkContext.getConf().get("spark.scheduler.mode", "FIFO").upper() == "FAIR"
+    slots = threading.local()
+    taken = iter(range(WRITERS))
+    lock = threading.Lock()
+
+    def pooled(table: Table) -> None:
+        if fair:
+            if not hasattr(slots, "pool"):
+                with lock:
+                    slots.pool = f"cdc-ingest-writer-{next(taken)}"
+            # Set on every write: the wrapper below sets the caller's properties before each.
+            spark.sparkContext.setLocalProperty(POOL_PROPERTY, slots.pool)
+        write(table)
+
+    # Wrapped here, in the calling thread: each write starts with its local properties.
+    target = inheritable_thread_target(pooled)
+    failures: list[BaseException] = []
+    with stage("write tables at once"), ThreadPoolExecutor(min(WRITERS, len(tables))) as pool:
+        futures = {name(table): pool.submit(target, table) for table in tables}
+    for table_name, future in futures.items():
+        error = future.exception()
+        if isinstance(error, refused):
+            refusals[table_name] = error
+        elif error is not None:
+            failures.append(error)
+    if failures:
+        raise failures[0]
+    return refusals
