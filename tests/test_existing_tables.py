@@ -387,8 +387,9 @@ def _three_merged_tables(lake: Any, monkeypatch: Any) -> None:
 def test_tables_merged_by_spark_are_written_at_once_each_with_its_own_counts(lake, monkeypatch):
     import threading
 
-    from cdc_ingest.apply import existing_tables
+    from cdc_ingest.apply import existing_tables, fresh_tables
     from cdc_ingest.apply.keyed_writes import merge_target
+    from cdc_ingest.arrow_frames import collect_arrow
 
     _three_merged_tables(lake, monkeypatch)
     # Each MERGE waits for the other two to start: written one after another, the first would
@@ -400,9 +401,20 @@ def test_tables_merged_by_spark_are_written_at_once_each_with_its_own_counts(lak
         merge_target(*args, **kwargs)
 
     monkeypatch.setattr(existing_tables, "merge_target", meeting)
+    # Too large to be rewritten, so their rows are not collected to the driver for it (the
+    # classification of more than CHUNK_ROWS changes is not collected whole).
+    monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", 2)
+    collected: list[int] = []
+
+    def counted(frame: Any) -> Any:
+        collected.append(1)
+        return collect_arrow(frame)
+
+    monkeypatch.setattr(fresh_tables, "collect_arrow", counted)
 
     summary = lake.run("shop")
 
+    assert collected == []
     assert outcomes(summary) == {
         name: (2, 0, 1, 1, 0, 0, 0, 0) for name in ("orders", "items", "stock")
     }

@@ -220,11 +220,16 @@ class ExistingGroup(FreshGroup):
         summary = self.summaries[target.name]
         if not self._written(target.name):
             return True
-        if arrow is None or not arrow.available:
+        if arrow is None or not arrow.available or not self._collectable(table):
             return False
         note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
         with stage("rewrite small table"):
             return self._rewrite(target, arrow, note)
+
+    def _collectable(self, table: FreshTable) -> bool:
+        """Whether a table may be rewritten: not one whose data files, read by Spark for its
+        classification, hold more rows than a rewrite takes (its rows are then not collected)."""
+        return self._records.get(table.target.name, 0) <= REWRITTEN_ROWS
 
     def write_by_spark(self, table: FreshTable) -> None:
         """Write one table's classified changes by a MERGE, or an append where they only add

@@ -228,6 +228,10 @@ class FreshGroup:
         columns = dict.fromkeys(c for t in self.tables for c in t.target.written_columns)
         return _by_table(written.select([*columns, *WRITE_COLUMNS, TARGET]))
 
+    def _collectable(self, table: FreshTable) -> bool:
+        """Whether a table's written rows may be written from the driver (collected as Arrow)."""
+        return True
+
     def _collect_written(self, first: str) -> dict[str, pa.Table]:
         classified = self._frame()
         names = [t.target.name for t in self.tables]
@@ -237,7 +241,7 @@ class FreshGroup:
             written = self._written(table.target.name)
             if chunk and rows + written > CHUNK_ROWS:
                 break
-            if written:
+            if written and self._collectable(table):
                 chunk.append(table)
                 rows += written
         columns = list(dict.fromkeys(c for t in chunk for c in t.target.written_columns))
