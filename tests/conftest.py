@@ -152,6 +152,22 @@ class Lake:
     def snapshots(self, name: str, namespace: str = "ods") -> int:
         return self.spark.sql(f"SELECT * FROM {self.catalog}.{namespace}.{name}.snapshots").count()
 
+    def snapshot_files(self, name: str) -> list[tuple[str, str, str, str]]:
+        """Each snapshot's operation, batch, data files and delete files, oldest first."""
+        rows = self.spark.sql(
+            f"SELECT operation, summary FROM {self.catalog}.ods.{name}.snapshots "
+            "ORDER BY committed_at"
+        ).collect()
+        return [
+            (
+                r["operation"],
+                r["summary"].get("cdc.batch-id"),
+                r["summary"].get("total-data-files"),
+                r["summary"].get("total-delete-files"),
+            )
+            for r in rows
+        ]
+
     def dead_letters(self, namespace: str = "ods") -> list[dict[str, Any]]:
         df = self.table("_cdc_dead_letters", namespace).orderBy("file", "line")
         return [r.asDict() for r in df.collect()]

@@ -4,7 +4,6 @@ tombstones."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -117,22 +116,6 @@ def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk
     assert _tombstones(lake) == [("items", 2), ("orders", 2)]
 
 
-def _snapshots(lake: Any, name: str) -> list[tuple[str, str, str, str]]:
-    """Each snapshot's operation, batch, data files and delete files, oldest first."""
-    rows = lake.spark.sql(
-        f"SELECT operation, summary FROM {lake.catalog}.ods.{name}.snapshots ORDER BY committed_at"
-    ).collect()
-    return [
-        (
-            r["operation"],
-            r["summary"].get("cdc.batch-id"),
-            r["summary"].get("total-data-files"),
-            r["summary"].get("total-delete-files"),
-        )
-        for r in rows
-    ]
-
-
 def _two_small_tables(lake: Any) -> None:
     lake.add_pipeline("shop", "canal-json")
     lake.land(
@@ -172,8 +155,11 @@ def test_small_tables_are_rewritten_in_one_commit_without_delete_files(lake):
     assert lake.rows("items") == [{"id": 1, "v": "x2"}]
     # One snapshot per batch; the second replaces the table's one file by one file, and leaves
     # no delete file for readers to apply (a MERGE here writes a position-delete file).
-    assert _snapshots(lake, "orders") == [("append", "1", "1", "0"), ("overwrite", "2", "1", "0")]
-    assert _snapshots(lake, "items") == [("append", "1", "1", "0"), ("overwrite", "2", "1", "0")]
+    assert lake.snapshot_files("orders") == [
+        ("append", "1", "1", "0"),
+        ("overwrite", "2", "1", "0"),
+    ]
+    assert lake.snapshot_files("items") == [("append", "1", "1", "0"), ("overwrite", "2", "1", "0")]
     order = lake.table("orders").where("id = 1").select("_cdc_op", "_cdc_batch_id").first()
     assert (order["_cdc_op"], order["_cdc_batch_id"]) == ("UPDATE", 2)
 
@@ -189,8 +175,8 @@ def test_a_table_larger_than_a_rewrite_is_merged(lake, monkeypatch):
     assert lake.rows("orders") == [{"id": 1, "v": "a2"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
     assert lake.rows("items") == [{"id": 1, "v": "x2"}]
     # orders held 3 rows: merged (merge-on-read: a position-delete file); items held 1: rewritten.
-    assert _snapshots(lake, "orders")[-1] == ("overwrite", "2", "2", "1")
-    assert _snapshots(lake, "items")[-1] == ("overwrite", "2", "1", "0")
+    assert lake.snapshot_files("orders")[-1] == ("overwrite", "2", "2", "1")
+    assert lake.snapshot_files("items")[-1] == ("overwrite", "2", "1", "0")
 
 
 def test_a_column_the_changes_do_not_write_keeps_its_values(lake):
@@ -256,7 +242,7 @@ def test_a_rewrite_keeps_every_type_of_the_rows_it_carries_over(lake):
 
     lake.run("shop")
 
-    assert _snapshots(lake, "orders")[-1] == ("overwrite", "2", "1", "0")  # rewritten
+    assert lake.snapshot_files("orders")[-1] == ("overwrite", "2", "1", "0")  # rewritten
     kept = {"at": dt.datetime(2026, 3, 4, 5, 6, 7), "day": dt.date(2026, 3, 4), "r": 0.5}
     assert lake.rows("orders", "id", "amount", "at", "day", "r") == [
         {"id": 1, "amount": Decimal("1.25"), **kept},
@@ -316,7 +302,7 @@ def test_a_small_table_is_prepared_read_and_rewritten_from_one_load(lake, monkey
     monkeypatch.setattr(SqlCatalog, "load_table", counted)
     summary = lake.run("shop")
 
-    assert _snapshots(lake, "orders")[-1][0] == "overwrite"
+    assert lake.snapshot_files("orders")[-1][0] == "overwrite"
     assert outcomes(summary)["orders"] == (3, 1, 1, 1, 0, 0, 0, 0)
     # Each table is loaded for its preparation (columns, properties), which its classification's
     # read of keys and orders and its rewrite reuse, and by the catalog checking the rewrite's
@@ -349,119 +335,10 @@ def test_a_column_added_to_a_small_table_in_a_group_is_written_by_its_rewrite(la
 
     lake.run("shop")
 
-    assert _snapshots(lake, "orders")[-1][0] == "overwrite"  # rewritten, not merged
+    assert lake.snapshot_files("orders")[-1][0] == "overwrite"  # rewritten, not merged
     assert lake.rows("orders") == [
         {"id": 1, "v": "a2", "note": "n1"},
         {"id": 2, "v": "b", "note": None},
         {"id": 3, "v": "c", "note": "n3"},
     ]
     assert lake.rows("items") == [{"id": 1, "v": "x2"}]
-
-
-def _three_merged_tables(lake: Any, monkeypatch: Any) -> None:
-    """Three tables holding rows, each with an update and a delete in the second batch (merged:
-    none is small enough to be rewritten)."""
-    from cdc_ingest.apply import existing_tables
-
-    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 0)
-    lake.add_pipeline("shop", "canal-json")
-    names = ("orders", "items", "stock")
-    first = [
-        row_message(name, "INSERT", {"id": key, "v": f"{name}{key}"}, 10 + key)
-        for name in names
-        for key in (1, 2, 3)
-    ]
-    lake.land("shop", "001.json", first)
-    lake.run("shop")
-    second = [
-        message
-        for n, name in enumerate(names)
-        for message in (
-            row_message(name, "UPDATE", {"id": 1, "v": f"{name}1-new"}, 20 + n),
-            row_message(name, "DELETE", {"id": 2, "v": f"{name}2"}, 30 + n),
-        )
-    ]
-    lake.land("shop", "002.json", second)
-
-
-def test_tables_merged_by_spark_are_written_at_once_each_with_its_own_counts(lake, monkeypatch):
-    import threading
-
-    from cdc_ingest.apply import existing_tables, fresh_tables
-    from cdc_ingest.apply.keyed_writes import merge_target
-    from cdc_ingest.arrow_frames import collect_arrow
-
-    _three_merged_tables(lake, monkeypatch)
-    # Each MERGE waits for the other two to start: written one after another, the first would
-    # wait out the barrier's timeout and the batch fail.
-    all_started = threading.Barrier(3, timeout=120)
-
-    def meeting(*args: Any, **kwargs: Any) -> None:
-        all_started.wait()
-        merge_target(*args, **kwargs)
-
-    monkeypatch.setattr(existing_tables, "merge_target", meeting)
-    # Too large to be rewritten, so their rows are not collected to the driver for it (the
-    # classification of more than CHUNK_ROWS changes is not collected whole).
-    monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", 2)
-    collected: list[int] = []
-
-    def counted(frame: Any) -> Any:
-        collected.append(1)
-        return collect_arrow(frame)
-
-    monkeypatch.setattr(fresh_tables, "collect_arrow", counted)
-
-    summary = lake.run("shop")
-
-    assert collected == []
-    assert outcomes(summary) == {
-        name: (2, 0, 1, 1, 0, 0, 0, 0) for name in ("orders", "items", "stock")
-    }
-    for name in ("orders", "items", "stock"):
-        assert lake.rows(name) == [{"id": 1, "v": f"{name}1-new"}, {"id": 3, "v": f"{name}3"}]
-        # Its own MERGE (a position-delete file), carrying its own counts, not another table's.
-        assert _snapshots(lake, name)[-1] == ("overwrite", "2", "2", "1")
-        commit = lake.spark.sql(
-            f"SELECT summary FROM {lake.catalog}.ods.{name}.snapshots ORDER BY committed_at DESC"
-        ).first()
-        counts = json.loads(commit["summary"]["cdc.counts"])
-        assert (counts["table"], counts["counts"]["updated"], counts["counts"]["deleted"]) == (
-            name,
-            1,
-            1,
-        )
-
-
-def test_a_table_whose_merge_is_refused_is_dead_lettered_while_the_others_are_written_at_once(
-    lake, monkeypatch
-):
-    from cdc_ingest.apply import existing_tables
-    from pyspark.errors import AnalysisException
-
-    _three_merged_tables(lake, monkeypatch)
-    from cdc_ingest.apply.keyed_writes import merge_target
-
-    def refusing_items(spark: Any, classified: Any, target: Any, *args: Any, **kwargs: Any) -> None:
-        if target.name == "items":
-            raise AnalysisException("items: refused for the test")
-        merge_target(spark, classified, target, *args, **kwargs)
-
-    monkeypatch.setattr(existing_tables, "merge_target", refusing_items)
-
-    summary = lake.run("shop")
-
-    assert summary.tables["items"].dead_lettered == 2
-    assert outcomes(summary)["orders"] == outcomes(summary)["stock"] == (2, 0, 1, 1, 0, 0, 0, 0)
-    assert lake.rows("items") == [
-        {"id": 1, "v": "items1"},
-        {"id": 2, "v": "items2"},
-        {"id": 3, "v": "items3"},
-    ]
-    assert lake.rows("stock") == [{"id": 1, "v": "stock1-new"}, {"id": 3, "v": "stock3"}]
-    reasons = {d["reason"] for d in lake.dead_letters()}
-    assert len(reasons) == 1
-    (reason,) = reasons
-    assert (
-        reason.startswith("table items could not be applied") and "refused for the test" in reason
-    )

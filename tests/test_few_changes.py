@@ -398,33 +398,3 @@ def test_a_tables_changes_are_collapsed_in_the_partitions_of_their_join_with_its
     assert spied["semi_joins"] == [("id",)]
     plan = newest_plans[-1]
     assert "hashpartitioning(id#" in plan and "hashpartitioning(_cdc_key" not in plan, plan
-
-
-def test_overlapping_filtered_merges_keep_the_largest_sizing_then_restore_the_session(
-    spark: Any,
-) -> None:
-    """Tables' MERGEs written at once (``concurrent_writes``) hold the session's filter settings
-    together: the first sets them, each sizes the filter up to its own changes, the last puts
-    the session's back, whichever ends first."""
-    from cdc_ingest.apply.runtime_filter import bloom_filtered
-
-    bits, broadcast = (
-        "spark.sql.optimizer.runtime.bloomFilter.numBits",
-        "spark.sql.autoBroadcastJoinThreshold",
-    )
-    session_bits, session_broadcast = spark.conf.get(bits), spark.conf.get(broadcast)
-    small, large = bloom_filtered(spark, 10), bloom_filtered(spark, 100)
-    try:
-        small.__enter__()
-        assert (spark.conf.get(bits), spark.conf.get(broadcast)) == ("80", "-1")
-        large.__enter__()
-        assert spark.conf.get(bits) == "800"
-        small.__exit__(None, None, None)
-        assert (spark.conf.get(bits), spark.conf.get(broadcast)) == ("800", "-1")
-        large.__exit__(None, None, None)
-        assert (spark.conf.get(bits), spark.conf.get(broadcast)) == (
-            session_bits,
-            session_broadcast,
-        )
-    finally:
-        spark.conf.set(broadcast, session_broadcast)
