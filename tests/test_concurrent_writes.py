@@ -49,9 +49,12 @@ def test_tables_merged_by_spark_are_written_at_once_each_with_its_own_counts(lak
     # wait out the barrier's timeout and the batch fail.
     all_started = threading.Barrier(3, timeout=120)
 
-    def meeting(*args: Any, **kwargs: Any) -> None:
+    pools: set[str] = set()
+
+    def meeting(spark: Any, *args: Any, **kwargs: Any) -> None:
+        pools.add(spark.sparkContext.getLocalProperty("spark.scheduler.pool"))
         all_started.wait()
-        merge_target(*args, **kwargs)
+        merge_target(spark, *args, **kwargs)
 
     monkeypatch.setattr(existing_tables, "merge_target", meeting)
     # Too large to be rewritten, so their rows are not collected to the driver for it (the
@@ -68,6 +71,9 @@ def test_tables_merged_by_spark_are_written_at_once_each_with_its_own_counts(lak
     summary = lake.run("shop")
 
     assert collected == []
+    # Each writer in a scheduler pool of its own (which Spark's FAIR scheduler shares the cores
+    # between).
+    assert pools == {f"cdc-ingest-writer-{n}" for n in range(3)}
     assert outcomes(summary) == {
         name: (2, 0, 1, 1, 0, 0, 0, 0) for name in ("orders", "items", "stock")
     }

@@ -5,11 +5,11 @@ commit) leaves the executors idle, and whose small last stages leave cores idle;
 tables fill them. A batch of 50,000 changes to each of four tables of 1M rows, on 2 cores: the
 writes 2.3 to 2.6 s of wall time at once against 3.5 to 3.9 s one after another, for no more CPU
 (docs/performance-history.md). Each write stays a commit of its own table, with its counts
-(``commit_notes`` keeps them per thread), and a refusal of one table stays that table's. Spark
-runs the writers' jobs first come, first served; where a pipelines file sets
-``spark.scheduler.mode: FAIR``, each writer runs its jobs in a scheduler pool of its own
-(``cdc-ingest-writer-0`` to ``-3``, which an allocation file may weigh), so that a large table's
-MERGE does not hold the others' back.
+(``commit_notes`` keeps them per thread), and a refusal of one table stays that table's. Each
+writer runs its jobs in a scheduler pool of its own (``cdc-ingest-writer-0`` to ``-3``): Spark's
+default FIFO scheduler ignores pools and runs the jobs first come, first served; where a
+pipelines file sets ``spark.scheduler.mode: FAIR``, it shares the cores between the pools (which
+an allocation file may weigh), so that a large table's MERGE does not hold the others' back.
 """
 
 from __future__ import annotations
@@ -53,27 +53,28 @@ def write_each(
             except refused as exc:
                 refusals[name(table)] = exc
         return refusals
-    from pyspark import inheritable_thread_target
-
-    fair = spark.sparkContext.getConf().get("spark.scheduler.mode", "FIFO").upper() == "FAIR"
+    # The caller's local properties (job group, description…), each writer's a copy of its own:
+    # pyspark's inheritable_thread_target hands every thread the same object, so that one
+    # writer's scheduler pool would be every writer's.
+    context = spark.sparkContext._jsc.sc()
+    inherited = context.getLocalProperties().clone()
     slots = threading.local()
     taken = iter(range(WRITERS))
     lock = threading.Lock()
 
     def pooled(table: Table) -> None:
-        if fair:
-            if not hasattr(slots, "pool"):
-                with lock:
-                    slots.pool = f"cdc-ingest-writer-{next(taken)}"
-            # Set on every write: the wrapper below sets the caller's properties before each.
-            spark.sparkContext.setLocalProperty(POOL_PROPERTY, slots.pool)
+        if not hasattr(slots, "pool"):
+            with lock:
+                slots.pool = f"cdc-ingest-writer-{next(taken)}"
+        properties = inherited.clone()
+        # Spark's FIFO scheduler ignores the pool.
+        properties.setProperty(POOL_PROPERTY, slots.pool)
+        context.setLocalProperties(properties)
         write(table)
 
-    # Wrapped here, in the calling thread: each write starts with its local properties.
-    target = inheritable_thread_target(pooled)
     failures: list[BaseException] = []
     with stage("write tables at once"), ThreadPoolExecutor(min(WRITERS, len(tables))) as pool:
-        futures = {name(table): pool.submit(target, table) for table in tables}
+        futures = {name(table): pool.submit(pooled, table) for table in tables}
     for table_name, future in futures.items():
         error = future.exception()
         if isinstance(error, refused):
