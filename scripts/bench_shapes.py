@@ -37,7 +37,7 @@ if str(REPO / "jobs") not in sys.path:
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_phases import tree_cpu_seconds  # noqa: E402
-from bench_table import HEADER, Shape, save  # noqa: E402
+from bench_table import Shape, save, table  # noqa: E402
 from cdc_ingest.config import load_config  # noqa: E402
 
 
@@ -253,9 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         runner.spark.stop()
     print(f"shapes ({'quick, ' if args.quick else ''}{time.perf_counter() - started:.0f} s):")
-    print(HEADER)
-    for shape in shapes:
-        print(shape.row())
+    for line in table(shapes):
+        print(line)
     save(shapes, args.results)
     if runner.problems:
         print("summaries that do not add up:", *runner.problems, sep="\n", file=sys.stderr)

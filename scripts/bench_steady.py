@@ -50,7 +50,7 @@ from bench_references import (  # noqa: E402
     pyiceberg_upsert,
     seed_hand_tables,
 )
-from bench_table import HEADER, Shape, save  # noqa: E402
+from bench_table import Shape, save, table  # noqa: E402
 from cdc_ingest import ordering  # noqa: E402
 from cdc_ingest.config import load_config  # noqa: E402
 
@@ -371,9 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bench.spark.stop()
     print(f"steady state ({'quick, ' if args.quick else ''}{time.perf_counter() - started:.0f} s):")
-    print(HEADER)
-    for shape in shapes:
-        print(shape.row())
+    for line in table(shapes):
+        print(line)
     save(shapes, args.results)
     if bench.problems:
         print("summaries that do not add up:", *bench.problems, sep="\n", file=sys.stderr)

@@ -24,17 +24,37 @@ class Shape:
     # A target that is not a ratio (e.g. "no JVM"), and whether it is met.
     other_target: tuple[str, bool] | None = None
 
-    def row(self) -> str:
+    def cells(self) -> tuple[str, str, str, str, str, str]:
         target, met = f"<= {self.target:.2f}x", self.ratio <= self.target
         if self.other_target is not None:
             target, met = self.other_target[0], bool(self.other_target[1])
+        # A scenario judged by counts, not a ratio, has no ratio to print.
+        ratio = f"{self.ratio:.2f}x" if self.ratio or self.other_target is None else "-"
         return (
-            f"  {self.name:<15} {self.measured:<44} {self.reference:<30} "
-            f"{self.ratio:>6.2f}x  {target:<9} {'met' if met else 'NOT met'}"
+            self.name,
+            self.measured,
+            self.reference,
+            ratio,
+            target,
+            "met" if met else "NOT met",
         )
 
 
-HEADER = f"  {'scenario':<15} {'measured (CPU)':<44} {'against (CPU)':<30} {'ratio':>7}  target"
+HEADER = ("scenario", "measured (CPU)", "against (CPU)", "ratio", "target", "")
+
+
+def table(shapes: list[Shape]) -> list[str]:
+    """The rows, each column as wide as its widest cell (the ratio right-aligned)."""
+    rows = [HEADER, *(shape.cells() for shape in shapes)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(w) if i == 3 else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append(("  " + "  ".join(cells)).rstrip())
+    return lines
 
 
 def save(shapes: list[Shape], results: Path | None) -> None:
@@ -59,9 +79,8 @@ def load(results: Path) -> list[Shape]:
 def main(argv: list[str]) -> int:
     shapes = load(Path(argv[0]))
     print(f"make bench: {len(shapes)} scenarios, CPU seconds of the whole process tree")
-    print(HEADER)
-    for shape in shapes:
-        print(shape.row())
+    for line in table(shapes):
+        print(line)
     return 0
 
 
