@@ -7,6 +7,8 @@
 - **many existing tables**: the next batch (updates of a third of the keys) into those tables,
   each now holding rows (a MERGE per table), against the same into the one table; the issue's
   target for many tables (1.5x) is printed against it too.
+- **soft deletes**: the many-tables batch and a next one that also deletes keys, into tables with
+  ``deletes: soft`` (their rows flagged, not removed), against the same in one such table; 1.5x.
 - **small files**: the same lines in 3,000 files of 20 lines against 10 files; target 1.5x.
 - **tiny batch**: a 10-line batch (the median of five, each into a fresh catalog: a batch of
   about a CPU second varies by half from one to the next) against a 100k-line batch; target 0.25x.
@@ -43,7 +45,7 @@ from cdc_ingest.config import load_config  # noqa: E402
 
 def _change(table: str, op: str, key: int, version: int, ts: int) -> str:
     before = None if op == "c" else {"id": key, "v": version - 1, "note": f"n{key}"}
-    after = {"id": key, "v": version, "note": f"n{key}"}
+    after = None if op == "d" else {"id": key, "v": version, "note": f"n{key}"}
     source = {"db": "shop", "table": table, "ts_ms": ts}
     return json.dumps({"op": op, "ts_ms": ts, "before": before, "after": after, "source": source})
 
@@ -64,6 +66,15 @@ def updates(total: int, tables: int) -> list[str]:
     return [_change(f"t{k % tables}", "u", k, 3, 20_000_000 + k) for k in range(0, inserts, 3)]
 
 
+def updates_and_deletes(total: int, tables: int) -> list[str]:
+    """``updates(total, tables)`` and deletes of every sixth key from the second (none updated)."""
+    inserts = total * 2 // 3
+    deleted = range(1, inserts, 6)
+    return updates(total, tables) + [
+        _change(f"t{k % tables}", "d", k, 4, 30_000_000 + k) for k in deleted
+    ]
+
+
 def land(landing: Path, lines: list[str], files: int, first: int = 0) -> None:
     """Land ``lines`` in ``files`` files numbered from ``first`` (0: into an emptied landing)."""
     if first == 0 and landing.exists():
@@ -75,7 +86,9 @@ def land(landing: Path, lines: list[str], files: int, first: int = 0) -> None:
         (landing / f"{first + n:05d}.json").write_text("".join(line + "\n" for line in chunk))
 
 
-def write_config(root: Path, landing: Path, catalog: str, tables: int) -> Path:
+def write_config(
+    root: Path, landing: Path, catalog: str, tables: int, deletes: str = "apply"
+) -> Path:
     import yaml
 
     doc = {
@@ -91,6 +104,7 @@ def write_config(root: Path, landing: Path, catalog: str, tables: int) -> Path:
                 "landing": landing.as_uri(),
                 "namespace": "shop",
                 "keys": {f"t{i}": ["id"] for i in range(tables)},
+                "deletes": deletes,
             }
         ],
     }
@@ -114,14 +128,17 @@ class Runner:
         bootstrap = CatalogConfig("shapes", f"sqlite:///{workdir / 'boot.db'}", workdir.as_uri())
         self.spark = build_session(bootstrap, app_name="cdc-ingest-bench-shapes")
 
-    def cpu_of_batch(self, lines: list[str], files: int, tables: int) -> float:
+    def cpu_of_batch(
+        self, lines: list[str], files: int, tables: int, deletes: str = "apply"
+    ) -> float:
         """CPU seconds of one batch of ``lines`` in ``files`` files, into a fresh catalog."""
         from cdc_ingest.run.batch import run_pipeline
 
         self.runs += 1
         root = self.workdir / f"run{self.runs}"
         land(root / "landing", lines, files)
-        config = load_config(write_config(root, root / "landing", f"shapes{self.runs}", tables))
+        catalog = f"shapes{self.runs}"
+        config = load_config(write_config(root, root / "landing", catalog, tables, deletes))
         cpu = tree_cpu_seconds()
         summary = run_pipeline(self.spark, config, "shop")
         spent = tree_cpu_seconds() - cpu
@@ -188,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         for count in (1, tables):
             runner.cpu_of_batch(changes(total, count), 10, count)
             runner.cpu_of_next_batch(updates(total, count), 10)
+            runner.cpu_of_batch(changes(total, count), 10, count, "soft")
+            runner.cpu_of_next_batch(updates_and_deletes(total, count), 10)
         small_lines = changes(60_000 // scale, 1)
         for files in (10, 3000 // scale):
             runner.cpu_of_batch(small_lines, files, 1)
@@ -211,6 +230,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"next {len(updates(total, 1)):,} changes, {tables} tables: {many_next:.1f} s",
                 f"1 table: {one_next:.1f} s",
                 many_next / one_next,
+                1.5,
+            )
+        )
+        soft: dict[int, float] = {}
+        for count in (1, tables):
+            soft[count] = runner.cpu_of_batch(changes(total, count), 10, count, "soft")
+            soft[count] += runner.cpu_of_next_batch(updates_and_deletes(total, count), 10)
+        shapes.append(
+            Shape(
+                "soft deletes",
+                f"2 batches, {tables} tables: {soft[tables]:.1f} s",
+                f"1 table: {soft[1]:.1f} s",
+                soft[tables] / soft[1],
                 1.5,
             )
         )

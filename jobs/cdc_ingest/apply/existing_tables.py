@@ -25,11 +25,18 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply.actions import DELETED, INSERT, UPDATE
+from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, INSERT, UPDATE
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.concurrent_writes import write_each
 from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
-from cdc_ingest.apply.fresh_tables import TARGET, FreshGroup, FreshTable, fits_a_group, fresh_groups
+from cdc_ingest.apply.fresh_tables import (
+    TARGET,
+    FreshGroup,
+    FreshTable,
+    fits_a_group,
+    fresh_groups,
+    with_flag,
+)
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
     ActionCounts,
@@ -55,7 +62,7 @@ from cdc_ingest.state.tables import (
     quote,
 )
 from cdc_ingest.state.tables import sql_string as literal
-from cdc_ingest.table_options import TableDesignError
+from cdc_ingest.table_options import DELETED_COLUMN, TableDesignError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -75,12 +82,16 @@ READ_ROWS = 1_000_000
 
 
 def _named_rows(rows: pa.Table, name: str, keys: tuple[str, ...]) -> pa.Table:
-    """A table's keys and orders as the classification joins them (``_t_`` names, its name)."""
+    """A table's keys and orders (and soft-delete flags) as the classification joins them
+    (``_t_`` names, its name)."""
     import pyarrow as pa
 
     columns = [pa.array([name] * rows.num_rows, pa.string())]
     columns += [rows.column(k) for k in keys] + [rows.column(ORDER_COLUMN)]
     names = ["_t_target", *(f"_t_{k}" for k in keys), "_t_order"]
+    if DELETED_COLUMN in rows.column_names:
+        columns.append(rows.column(DELETED_COLUMN))
+        names.append("_t_deleted")
     return pa.Table.from_arrays(columns, names=names)
 
 
@@ -91,7 +102,8 @@ def applies_existing(target: TargetTable, created: bool, rows: int) -> bool:
 
 
 def existing_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
-    """The tables in groups of one key (the same columns) whose columns agree (``fresh_groups``)."""
+    """The tables in groups of one key (the same columns) whose columns agree and that delete
+    alike (``fresh_groups``)."""
     by_key: dict[tuple[str, ...], list[FreshTable]] = {}
     for table in tables:
         by_key.setdefault(table.target.keys, []).append(table)
@@ -154,7 +166,7 @@ class ExistingGroup(FreshGroup):
             joined = joined.join(deleted, on_tombstone, "left")
         else:
             joined = joined.withColumn("_d_order", F.lit(None).cast("binary"))
-        counts = self._materialized(with_actions(joined))
+        counts = self._materialized(with_actions(joined, self.soft))
         self._typed = typed
         for table in self.tables:
             name = table.target.name
@@ -168,7 +180,7 @@ class ExistingGroup(FreshGroup):
         each table it reads (about 25 ms of CPU per table, 7 CPU-s for 300); the others are read
         by one SQL statement of ``UNION ALL``s (one analysis for the group), kept to the keys of
         ``newest`` (the group's changes) when those are few (``few_keys``)."""
-        columns = [*self.keys, ORDER_COLUMN]
+        columns = [*self.keys, ORDER_COLUMN, *([DELETED_COLUMN] if self.soft else [])]
         read: list[pa.Table] = []
         by_spark: list[TargetTable] = []
         budget = READ_ROWS
@@ -186,9 +198,10 @@ class ExistingGroup(FreshGroup):
             budget -= rows.num_rows
             read.append(_named_rows(rows, target.name, self.keys))
         keys = ", ".join(f"{quote(k)} AS {quote(f'_t_{k}')}" for k in self.keys)
+        flag = f", {quote(DELETED_COLUMN)} AS _t_deleted" if self.soft else ""
         selects = [
             f"SELECT {literal(t.name)} AS _t_target, {keys}, "
-            f"{ORDER_COLUMN} AS _t_order FROM {t.identifier}"
+            f"{ORDER_COLUMN} AS _t_order{flag} FROM {t.identifier}"
             for t in by_spark
         ]
         parts = [self.spark.sql(" UNION ALL ".join(selects))] if selects else []
@@ -206,11 +219,16 @@ class ExistingGroup(FreshGroup):
             current = current.unionByName(part)
         return current
 
-    WRITTEN = (INSERT, UPDATE, DELETED)
+    @property
+    def written_actions(self) -> tuple[str, ...]:
+        """The actions a table's write takes: with soft deletes, a delete of a soft-deleted row
+        too (its order moves on, as in ``keyed_writes.merge_target``)."""
+        return (INSERT, UPDATE, DELETED, *([DELETED_ABSENT] if self.soft else []))
 
     def _written(self, name: str) -> int:
         summary = self.summaries[name]
-        return summary.inserted + summary.updated + summary.deleted
+        written = summary.inserted + summary.updated + summary.deleted
+        return written + (summary.deleted_absent if self.soft else 0)
 
     def write_small(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> bool:
         """Whether one table is written without Spark: none of its changes changes a row (no
@@ -251,13 +269,24 @@ class ExistingGroup(FreshGroup):
     def _rewrite(self, target: TargetTable, arrow: ArrowCatalog, note: dict[str, str]) -> bool:
         """Copy-on-write through pyiceberg: the table's rows at the snapshot the classification
         read, without the updated and deleted keys, plus the inserted and updated rows (whole
-        images: a group holds no table with unsent values)."""
+        images: a group holds no table with unsent values). With soft deletes, every written
+        key's row goes (an insert may revive a soft-deleted row) and a deleted key's comes back
+        flagged, with the delete's order, operation and batch (``merge_target``'s)."""
         import pyarrow.compute as pc
 
         changes = self._arrow_rows(target.name)
         action = changes.column("_action")
-        removed = changes.filter(pc.is_in(action, value_set=string_array(UPDATE, DELETED)))
+        gone = string_array(*self.written_actions) if self.soft else string_array(UPDATE, DELETED)
+        removed = changes.filter(pc.is_in(action, value_set=gone))
         added = changes.filter(pc.is_in(action, value_set=string_array(INSERT, UPDATE)))
+        marks = None
+        if self.soft:
+            added = with_flag(added, False)
+            deleted = changes.filter(
+                pc.is_in(action, value_set=string_array(DELETED, DELETED_ABSENT))
+            )
+            marked = [*target.keys, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
+            marks = with_flag(deleted.select(marked), True)
         return arrow.replace_rows(
             target.identifier,
             self._read_at[target.name],
@@ -266,6 +295,7 @@ class ExistingGroup(FreshGroup):
             added,
             note,
             REWRITTEN_ROWS,
+            marks,
         )
 
     def write_tombstones(self, applied: set[str]) -> list[str]:
@@ -277,9 +307,7 @@ class ExistingGroup(FreshGroup):
             return []
         changing.sort()
         notes = [
-            (n, "0", self._outcome(s))
-            for n in changing
-            if not ((s := self.summaries[n]).inserted or s.updated or s.deleted)
+            (n, "0", self._outcome(self.summaries[n])) for n in changing if not self._written(n)
         ]
         properties = notes_properties(self.batch_id, notes) if notes else {}
         mine = self._frame().where(F.col(TARGET).isin(*changing))

@@ -41,6 +41,7 @@ from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import ORDER_COLUMN
+from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,7 +75,8 @@ class FreshTable:
 def fits_a_group(target: TargetTable, rows: int) -> bool:
     """Whether a prepared table can share a group's plan: keyed, fewer than ``GROUP_ROWS``
     changes, and nothing that needs a plan of its own (moved keys, unsent values, refused or
-    computed columns, deletes other than applied, a dropped source)."""
+    computed columns, ignored deletes, a dropped source). Soft deletes share one: a group's
+    tables all delete alike (``fresh_groups``)."""
     return (
         rows < GROUP_ROWS
         and bool(target.keys)
@@ -83,7 +85,7 @@ def fits_a_group(target: TargetTable, rows: int) -> bool:
         and not target.unavailable_values
         and not target.moves_keys
         and not target.computed
-        and target.deletes == "apply"
+        and target.deletes in ("apply", "soft")
     )
 
 
@@ -94,13 +96,15 @@ def applies_fresh(target: TargetTable, created: bool, has_tombstones: bool, rows
 
 
 def fresh_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
-    """The tables in groups whose columns agree, at most ``GROUP_COLUMNS`` columns each (first
-    fit, in the given order; a table wider than that is a group of its own)."""
+    """The tables in groups whose columns agree and that delete alike (soft or not), at most
+    ``GROUP_COLUMNS`` columns each (first fit, in the given order; a table wider than that is a
+    group of its own)."""
     groups: list[tuple[dict[str, ColumnType], list[FreshTable]]] = []
     for table in tables:
         columns = table.target.columns
         for union, members in groups:
-            agrees = all(union.get(n, c) == c for n, c in columns.items())
+            agrees = members[0].target.deletes == table.target.deletes
+            agrees = agrees and all(union.get(n, c) == c for n, c in columns.items())
             if agrees and len(union.keys() | columns.keys()) <= GROUP_COLUMNS:
                 union.update(columns)
                 members.append(table)
@@ -121,6 +125,7 @@ class FreshGroup:
 
     def __init__(self, spark: SparkSession, tables: list[FreshTable], batch_id: int) -> None:
         self.spark, self.tables, self.batch_id = spark, tables, batch_id
+        self.soft = tables[0].target.deletes == "soft"
         self.columns: dict[str, ColumnType] = {}
         for table in tables:
             self.columns.update(table.target.columns)
@@ -196,21 +201,26 @@ class FreshGroup:
         note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
         if arrow is not None:
             with stage("append to created table"):
-                if arrow.append(target.identifier, self._arrow_rows(target.name), note):
+                rows = self._arrow_rows(target.name)
+                if self.soft:
+                    rows = with_flag(rows, False)
+                if arrow.append(target.identifier, rows, note):
                     return
         with commit_properties(self.spark, note), stage("append to created table"):
             # Fewer than GROUP_ROWS rows: one task writes them as one file (not one per part).
             mine = self._frame().where(F.col(TARGET) == target.name).coalesce(1)
             append_target(mine, target, self.batch_id)
 
-    # The actions whose rows a table's write takes (``_arrow_rows``).
-    WRITTEN: tuple[str, ...] = (INSERT,)
+    @property
+    def written_actions(self) -> tuple[str, ...]:
+        """The actions whose rows a table's write takes (``_arrow_rows``)."""
+        return (INSERT,)
 
     def _written(self, name: str) -> int:
         return self.summaries[name].inserted
 
     def _arrow_rows(self, name: str) -> pa.Table:
-        """The table's rows of the ``WRITTEN`` actions as Arrow (with ``_action``): from the
+        """The table's rows of the ``written_actions`` as Arrow (with ``_action``): from the
         collected classification, or collected with those of the tables after it (in the group's
         order, up to ``CHUNK_ROWS`` rows) in one job."""
         if name not in self._collected:
@@ -224,7 +234,7 @@ class FreshGroup:
 
         assert self._rows is not None
         action = self._rows.column("_action")
-        written = self._rows.filter(pc.is_in(action, value_set=string_array(*self.WRITTEN)))
+        written = self._rows.filter(pc.is_in(action, value_set=string_array(*self.written_actions)))
         columns = dict.fromkeys(c for t in self.tables for c in t.target.written_columns)
         return _by_table(written.select([*columns, *WRITE_COLUMNS, TARGET]))
 
@@ -245,9 +255,8 @@ class FreshGroup:
                 chunk.append(table)
                 rows += written
         columns = list(dict.fromkeys(c for t in chunk for c in t.target.written_columns))
-        # Groups admit only deletes == "apply": no soft-delete flag to add.
         chosen = ", ".join(literal(t.target.name) for t in chunk)
-        actions = ", ".join(literal(action) for action in self.WRITTEN)
+        actions = ", ".join(literal(action) for action in self.written_actions)
         inserts = sql_text.select(
             classified.where(f"{TARGET} IN ({chosen}) AND _action IN ({actions})"),
             [*(sql_text.name(column) for column in columns), *WRITE_COLUMNS, TARGET],
@@ -298,6 +307,13 @@ class FreshGroup:
 
 # The columns a table's write takes besides its own (``_action`` tells rewrites what each row is).
 WRITE_COLUMNS = (ORDER_COLUMN, "_cdc_op", "_cdc_batch_id", "_action")
+
+
+def with_flag(rows: pa.Table, deleted: bool) -> pa.Table:
+    """``rows`` with the soft-delete flag ``_cdc_deleted`` set to ``deleted`` on each."""
+    import pyarrow as pa
+
+    return rows.append_column(DELETED_COLUMN, pa.array([deleted] * rows.num_rows, pa.bool_()))
 
 
 def _by_table(rows: pa.Table) -> dict[str, pa.Table]:

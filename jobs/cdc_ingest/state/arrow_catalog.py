@@ -332,14 +332,19 @@ class ArrowCatalog:
         added: pa.Table,
         properties: dict[str, str],
         max_rows: int,
+        marks: pa.Table | None = None,
     ) -> bool:
         """Copy-on-write of a small table: its rows as of snapshot ``read_at`` without those whose
         ``keys`` are in ``removed``, plus ``added``, replace all of its data files in one
-        overwrite commit carrying ``properties``. False, writing nothing, when the table is left
-        to Spark: not written as Spark would write it, moved on since ``read_at``, holding delete
-        files, more than ``max_rows`` rows or a column ``added`` lacks; or another writer
-        committed a change to its data meanwhile (pyiceberg's validation of the overwrite: the
-        caller then merges through Spark, comparing orders again). A table ``read_columns`` read
+        overwrite commit carrying ``properties``. ``marks`` (soft deletes): keys (also in
+        ``removed``) whose rows stay with the other columns of ``marks`` set instead
+        (``copy_on_write.marked_rows``); a key the table does not hold adds nothing.
+
+        False, writing nothing, when the table is left to Spark: not written as Spark would
+        write it, moved on since ``read_at``, holding delete files, more than ``max_rows`` rows
+        or a column ``added`` lacks; or another writer committed a change to its data meanwhile
+        (pyiceberg's validation of the overwrite: the caller then merges through Spark,
+        comparing orders again). A table ``read_columns`` read
         at ``read_at`` is not loaded again: a commit since then fails the overwrite's validation
         as one during the rewrite does.
 
@@ -370,7 +375,10 @@ class ArrowCatalog:
             tasks = tasks or list(table.scan(snapshot_id=read_at).plan_files())
             rows = copy_on_write.rows_of(table, tasks, schema)
             kept = rows.filter(pc.invert(copy_on_write.key_in(rows, removed, keys)))
-            after = pa.concat_tables([as_table_rows(kept, schema), as_table_rows(added, schema)])
+            parts = [kept, added]
+            if marks is not None and marks.num_rows:
+                parts.append(copy_on_write.marked_rows(rows, marks, keys))
+            after = pa.concat_tables([as_table_rows(part, schema) for part in parts])
             try:
                 copy_on_write.overwrite(table, tasks, after, properties)
             except (CommitFailedException, ValidationException) as exc:

@@ -70,6 +70,30 @@ def key_in(rows: pa.Table, removed: pa.Table, keys: tuple[str, ...]) -> pa.Chunk
     return pc.is_in(numbered.column("_row"), value_set=hits.combine_chunks())
 
 
+def marked_rows(rows: pa.Table, marks: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """The rows whose key is one of ``marks``', each with the values of ``marks``' other columns
+    for its key instead of its own: a soft delete keeps the row's values and moves its marks."""
+    import pyarrow as pa
+
+    wanted = marks.select(list(keys)).cast(rows.select(list(keys)).schema)
+    others = [c for c in marks.column_names if c not in keys]
+    for column in others:
+        wanted = wanted.append_column(column, marks.column(column))
+    # Joined on the key columns and a row number (Arrow joins carry no list column, which a row
+    # may have), then the rows taken by number.
+    numbered = rows.select(list(keys)).append_column("_row", pa.array(range(rows.num_rows)))
+    hits = numbered.join(wanted, list(keys), join_type="inner")
+    marked = rows.take(hits.column("_row"))
+    for column in others:
+        values = hits.column(column)
+        at = marked.schema.get_field_index(column)
+        if at < 0:
+            marked = marked.append_column(column, values)
+        else:
+            marked = marked.set_column(at, column, values.cast(marked.schema.field(at).type))
+    return marked
+
+
 def overwrite(table: Any, tasks: list[Any], rows: pa.Table, properties: dict[str, str]) -> None:
     """One OVERWRITE snapshot: ``tasks``' data files out, ``rows`` in (``Transaction.overwrite``
     would commit a DELETE and then an APPEND snapshot, each with the properties)."""

@@ -1,0 +1,148 @@
+"""Tables with soft deletes are classified in groups too (``apply/fresh_tables.fits_a_group``):
+a pipeline whose every table keeps its deleted rows flagged pays one plan for all of them, not
+one per table, and each still flags, moves and revives its rows as ``keyed.apply_table`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from canal_messages import outcomes, row_message
+
+FLAGGED = ("id", "v", "_cdc_deleted", "_cdc_op", "_cdc_batch_id")
+
+
+def _flagged(lake: Any, name: str) -> dict[int, tuple[str, bool, str, int]]:
+    rows = lake.rows(name, *FLAGGED)
+    return {r["id"]: (r["v"], r["_cdc_deleted"], r["_cdc_op"], r["_cdc_batch_id"]) for r in rows}
+
+
+def _tombstones(lake: Any) -> list[tuple[str, str, int]]:
+    rows = lake.table("_cdc_tombstones").collect()
+    return sorted((r["target_table"], r["key"], r["batch_id"]) for r in rows)
+
+
+def _checkpoints(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the local checkpoints taken: one table applied alone takes one of its own."""
+    from pyspark.sql import DataFrame
+
+    taken: list[int] = []
+    local_checkpoint = DataFrame.localCheckpoint
+
+    def counted(self: DataFrame, eager: bool = True) -> DataFrame:
+        taken.append(1)
+        return local_checkpoint(self, eager)
+
+    monkeypatch.setattr(DataFrame, "localCheckpoint", counted)
+    return taken
+
+
+# Small tables are rewritten through pyiceberg; with REWRITTEN_ROWS=0 every one is merged by Spark.
+# A group of few changes is collected by the job that classifies it; with CHUNK_ROWS=2 it is kept
+# in a local checkpoint and its tables' rows collected in chunks.
+@pytest.mark.parametrize(("rewritten_rows", "chunk_rows"), [(None, None), (0, None), (None, 2)])
+def test_soft_delete_tables_classified_together_flag_move_and_revive_rows(
+    lake, rewritten_rows, chunk_rows, monkeypatch
+):
+    from cdc_ingest.apply import existing_tables, fresh_tables
+
+    if rewritten_rows is not None:
+        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", rewritten_rows)
+    if chunk_rows is not None:
+        monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
+    grouped = 2 if chunk_rows else 1  # the batch's checkpoint, and the group's if not collected
+    lake.add_pipeline("shop", "canal-json", deletes="soft")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            row_message("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            row_message("orders", "INSERT", {"id": 2, "v": "b"}, 11),
+            row_message("orders", "DELETE", {"id": 9, "v": "z"}, 12),  # never there: a tombstone
+            row_message("items", "INSERT", {"id": 1, "v": "x"}, 13),
+            row_message("items", "INSERT", {"id": 2, "v": "y"}, 14),
+        ],
+    )
+    checkpoints = _checkpoints(monkeypatch)
+
+    first = lake.run("shop")
+
+    # The two new tables are classified together: one table at a time, each would add its own.
+    assert len(checkpoints) == grouped
+    assert outcomes(first) == {
+        # messages, inserted, updated, deleted, deleted absent, superseded, older, dead letters
+        "orders": (3, 2, 0, 0, 1, 0, 0, 0),
+        "items": (2, 2, 0, 0, 0, 0, 0, 0),
+    }
+    # Rows appended through pyiceberg still carry the flag, false (not null).
+    assert _flagged(lake, "orders") == {1: ("a", False, "INSERT", 1), 2: ("b", False, "INSERT", 1)}
+    assert _flagged(lake, "items") == {1: ("x", False, "INSERT", 1), 2: ("y", False, "INSERT", 1)}
+
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            row_message("orders", "DELETE", {"id": 1, "v": "a"}, 20),
+            row_message("orders", "UPDATE", {"id": 2, "v": "b2"}, 21),
+            row_message("orders", "INSERT", {"id": 9, "v": "late"}, 5),  # older than its tombstone
+            row_message("items", "DELETE", {"id": 2, "v": "y"}, 22),
+            row_message("items", "INSERT", {"id": 3, "v": "z"}, 23),
+            row_message("items", "UPDATE", {"id": 1, "v": "x-old"}, 3),  # older than the row
+        ],
+    )
+    checkpoints.clear()
+
+    second = lake.run("shop")
+
+    assert len(checkpoints) == grouped
+    assert outcomes(second) == {
+        "orders": (3, 0, 1, 1, 0, 0, 1, 0),
+        "items": (3, 1, 0, 1, 0, 0, 1, 0),
+    }
+    # A deleted row stays with its values, flagged, carrying the delete's operation and batch.
+    assert _flagged(lake, "orders") == {
+        1: ("a", True, "DELETE", 2),
+        2: ("b2", False, "UPDATE", 2),
+    }
+    assert _flagged(lake, "items") == {
+        1: ("x", False, "INSERT", 1),
+        2: ("y", True, "DELETE", 2),
+        3: ("z", False, "INSERT", 2),
+    }
+
+    lake.land(
+        "shop",
+        "003.json",
+        [
+            row_message("orders", "INSERT", {"id": 1, "v": "a3"}, 30),  # revives the row
+            row_message("orders", "INSERT", {"id": 9, "v": "back"}, 31),  # clears its tombstone
+            row_message("items", "DELETE", {"id": 2, "v": "y"}, 32),  # of a soft-deleted row
+            row_message("items", "DELETE", {"id": 3, "v": "z"}, 33),
+            row_message("items", "INSERT", {"id": 1, "v": "x-old"}, 4),  # older than the row
+        ],
+    )
+
+    third = lake.run("shop")
+
+    assert outcomes(third) == {
+        "orders": (2, 2, 0, 0, 0, 0, 0, 0),
+        "items": (3, 0, 0, 1, 1, 0, 1, 0),
+    }
+    # Revived in place, not appended beside the flagged row.
+    assert _flagged(lake, "orders") == {
+        1: ("a3", False, "INSERT", 3),
+        2: ("b2", False, "UPDATE", 2),
+        9: ("back", False, "INSERT", 3),
+    }
+    # The delete of a soft-deleted row moves its order, operation and batch on; values stay.
+    assert _flagged(lake, "items") == {
+        1: ("x", False, "INSERT", 1),
+        2: ("y", True, "DELETE", 3),
+        3: ("z", True, "DELETE", 3),
+    }
+    assert _tombstones(lake) == [("items", '["2"]', 3), ("items", '["3"]', 3)]
+    # A rewrite leaves no delete file; a MERGE of these few rows writes position deletes.
+    last = lake.snapshot_files("items")[-1]
+    assert last[0] == "overwrite"
+    assert (last[3] == "0") == (rewritten_rows is None)
