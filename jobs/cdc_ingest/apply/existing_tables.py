@@ -42,7 +42,6 @@ from cdc_ingest.apply.keyed import (
     ActionCounts,
     inserts_only,
     moves_held_tombstones,
-    newest_changes,
     table_summary,
     with_actions,
 )
@@ -144,7 +143,7 @@ class ExistingGroup(FreshGroup):
         names = [t.target.name for t in self.tables]
         chosen = ", ".join(literal(name) for name in names)
         typed = self._typed_changes(changes.where(f"{TARGET} IN ({chosen})"))
-        newest = newest_changes(typed, per=(TARGET, "_cdc_key"), typing_errors=True)
+        newest = self._collapsed(typed)
         on_key = F.col(TARGET) == F.col("_t_target")
         for key in self.keys:
             on_key = on_key & (F.col(key) == F.col(f"_t_{key}"))
@@ -171,7 +170,8 @@ class ExistingGroup(FreshGroup):
         for table in self.tables:
             name = table.target.name
             self._counts[name] = counts.get((name,), {})
-            self.summaries[name] = table_summary(name, self._counts[name], table.rows)
+            ignored = self._ignored.get(name, 0)
+            self.summaries[name] = table_summary(name, self._counts[name], table.rows, ignored)
 
     def _current_rows(self, newest: DataFrame) -> DataFrame:
         """Each table's keys and orders, named by table, and the snapshot each is read at (in

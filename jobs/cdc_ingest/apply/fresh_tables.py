@@ -37,6 +37,7 @@ from cdc_ingest.apply.keyed import (
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
 from cdc_ingest.apply.typed_changes import raw_value, typed_select
 from cdc_ingest.arrow_frames import arrow_frame, collect_arrow, string_array
+from cdc_ingest.contract import DELETE
 from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage
@@ -75,8 +76,7 @@ class FreshTable:
 def fits_a_group(target: TargetTable, rows: int) -> bool:
     """Whether a prepared table can share a group's plan: keyed, fewer than ``GROUP_ROWS``
     changes, and nothing that needs a plan of its own (moved keys, unsent values, refused or
-    computed columns, ignored deletes, a dropped source). Soft deletes share one: a group's
-    tables all delete alike (``fresh_groups``)."""
+    computed columns, a dropped source). A group's tables all delete alike (``fresh_groups``)."""
     return (
         rows < GROUP_ROWS
         and bool(target.keys)
@@ -85,7 +85,6 @@ def fits_a_group(target: TargetTable, rows: int) -> bool:
         and not target.unavailable_values
         and not target.moves_keys
         and not target.computed
-        and target.deletes in ("apply", "soft")
     )
 
 
@@ -96,9 +95,9 @@ def applies_fresh(target: TargetTable, created: bool, has_tombstones: bool, rows
 
 
 def fresh_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
-    """The tables in groups whose columns agree and that delete alike (soft or not), at most
-    ``GROUP_COLUMNS`` columns each (first fit, in the given order; a table wider than that is a
-    group of its own)."""
+    """The tables in groups whose columns agree and that delete alike (applied, soft or ignored
+    deletes), at most ``GROUP_COLUMNS`` columns each (first fit, in the given order; a table
+    wider than that is a group of its own)."""
     groups: list[tuple[dict[str, ColumnType], list[FreshTable]]] = []
     for table in tables:
         columns = table.target.columns
@@ -126,6 +125,8 @@ class FreshGroup:
     def __init__(self, spark: SparkSession, tables: list[FreshTable], batch_id: int) -> None:
         self.spark, self.tables, self.batch_id = spark, tables, batch_id
         self.soft = tables[0].target.deletes == "soft"
+        self.ignores_deletes = tables[0].target.deletes == "ignore"
+        self._ignored: dict[str, int] = {}  # each table's ignored deletes (``_collapsed``)
         self.columns: dict[str, ColumnType] = {}
         for table in tables:
             self.columns.update(table.target.columns)
@@ -141,7 +142,7 @@ class FreshGroup:
         names = [t.target.name for t in self.tables]
         chosen = ", ".join(literal(name) for name in names)
         typed = self._typed_changes(changes.where(f"{TARGET} IN ({chosen})"))
-        newest = newest_changes(typed, per=(TARGET, "_cdc_key"), typing_errors=True)
+        newest = self._collapsed(typed)
         # A created table holds no rows and (see applies_fresh) no tombstones: only the kind of
         # each key's newest change decides, for every table of the group alike.
         classified = classify(self.spark, newest, self.tables[0].target, tombstones=False)
@@ -149,9 +150,26 @@ class FreshGroup:
         self._typed = typed
         for table in self.tables:
             name = table.target.name
-            summary = table_summary(name, counts.get((name,), {}), table.rows)
+            ignored = self._ignored.get(name, 0)
+            summary = table_summary(name, counts.get((name,), {}), table.rows, ignored)
             summary.created = True
             self.summaries[name] = summary
+
+    def _collapsed(self, typed: DataFrame) -> DataFrame:
+        """Each key's newest change of every table (``newest_changes``). Where the group ignores
+        deletes, they are left out before (an ignored delete supersedes nothing) and counted per
+        table, those whose values fit their types (the others are dead letters), in one job."""
+        if self.ignores_deletes:
+            is_delete = f"_cdc_kind = {literal(DELETE)}"
+            with stage("count ignored deletes"):
+                counted = sql_text.aggregate(
+                    typed.where(f"{is_delete} AND _type_error IS NULL"),
+                    [TARGET],
+                    ["count(1) AS ignored"],
+                ).collect()
+            self._ignored = {r[TARGET]: r["ignored"] for r in counted}
+            typed = typed.where(f"NOT ({is_delete})")
+        return newest_changes(typed, per=(TARGET, "_cdc_key"), typing_errors=True)
 
     def _materialized(self, classified: DataFrame) -> dict[tuple[object, ...], ActionCounts]:
         """Materialize the classification (its lineage cut: recomputed after a write, it would

@@ -1,6 +1,7 @@
-"""Tables with soft deletes are classified in groups too (``apply/fresh_tables.fits_a_group``):
-a pipeline whose every table keeps its deleted rows flagged pays one plan for all of them, not
-one per table, and each still flags, moves and revives its rows as ``keyed.apply_table`` does.
+"""Tables with soft or ignored deletes are classified in groups too
+(``apply/fresh_tables.fits_a_group``): a pipeline whose every table keeps its deleted rows,
+flagged or not, pays one plan for all of them, not one per table, and each still flags, moves and
+revives its rows, or counts its ignored deletes, as ``keyed.apply_table`` does.
 """
 
 from __future__ import annotations
@@ -146,3 +147,70 @@ def test_soft_delete_tables_classified_together_flag_move_and_revive_rows(
     last = lake.snapshot_files("items")[-1]
     assert last[0] == "overwrite"
     assert (last[3] == "0") == (rewritten_rows is None)
+
+
+def test_tables_ignoring_deletes_classified_together_count_them_and_keep_rows(lake, monkeypatch):
+    lake.add_pipeline("shop", "canal-json", deletes="ignore")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            row_message("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            row_message("orders", "INSERT", {"id": 2, "v": "b"}, 11),
+            row_message("orders", "DELETE", {"id": 2, "v": "b"}, 12),  # supersedes nothing
+            row_message("orders", "DELETE", {"id": 9, "v": "z"}, 13),  # no tombstone either
+            row_message("items", "INSERT", {"id": 1, "v": "x"}, 14),
+            row_message("stock", "INSERT", {"id": 1, "qty": 5}, 15),
+        ],
+    )
+    checkpoints = _checkpoints(monkeypatch)
+
+    first = lake.run("shop")
+
+    assert len(checkpoints) == 1  # the batch's: the three new tables classified together
+    assert outcomes(first) == {
+        # messages, inserted, updated, deleted, deleted absent, superseded, older, dead letters
+        "orders": (4, 2, 0, 0, 0, 0, 0, 0),
+        "items": (1, 1, 0, 0, 0, 0, 0, 0),
+        "stock": (1, 1, 0, 0, 0, 0, 0, 0),
+    }
+    assert {n: t.deletes_ignored for n, t in first.tables.items()} == {
+        "orders": 2,
+        "items": 0,
+        "stock": 0,
+    }
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            row_message("orders", "DELETE", {"id": 1, "v": "a"}, 20),
+            row_message("orders", "UPDATE", {"id": 2, "v": "b2"}, 21),
+            row_message("stock", "DELETE", {"id": 1, "qty": "lots"}, 22),  # a dead letter
+            row_message("stock", "UPDATE", {"id": 1, "qty": 6}, 23),
+            row_message("items", "DELETE", {"id": 1, "v": "x"}, 24),
+        ],
+    )
+    checkpoints.clear()
+
+    second = lake.run("shop")
+
+    # The batch's and its dead letters': one table at a time would add one per table.
+    assert len(checkpoints) == 2
+    assert outcomes(second) == {
+        "orders": (2, 0, 1, 0, 0, 0, 0, 0),
+        "items": (1, 0, 0, 0, 0, 0, 0, 0),
+        "stock": (1, 0, 1, 0, 0, 0, 0, 1),
+    }
+    assert {n: t.deletes_ignored for n, t in second.tables.items()} == {
+        "orders": 1,
+        "items": 1,
+        "stock": 0,
+    }
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}, {"id": 2, "v": "b2"}]
+    assert lake.rows("items") == [{"id": 1, "v": "x"}]
+    assert lake.rows("stock") == [{"id": 1, "qty": 6}]
+    [letter] = lake.dead_letters()
+    assert (letter["target_table"], letter["line"]) == ("stock", 3)
+    assert lake.table("_cdc_tombstones").count() == 0
