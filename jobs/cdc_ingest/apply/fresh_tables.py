@@ -35,7 +35,7 @@ from cdc_ingest.apply.keyed import (
     table_summary,
 )
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
-from cdc_ingest.apply.typed_changes import raw_value, typed_select
+from cdc_ingest.apply.typed_changes import computed_columns, raw_value, typed_select
 from cdc_ingest.arrow_frames import arrow_frame, collect_arrow, string_array
 from cdc_ingest.contract import DELETE
 from cdc_ingest.schema.values import column_error, typed_value
@@ -75,8 +75,9 @@ class FreshTable:
 
 def fits_a_group(target: TargetTable, rows: int) -> bool:
     """Whether a prepared table can share a group's plan: keyed, fewer than ``GROUP_ROWS``
-    changes, and nothing that needs a plan of its own (moved keys, unsent values, refused or
-    computed columns, a dropped source). A group's tables all delete alike (``fresh_groups``)."""
+    changes, and nothing that needs a plan of its own (moved keys, unsent values, refused
+    columns, a dropped source). A group's tables all delete alike and compute the same columns
+    (``fresh_groups``)."""
     return (
         rows < GROUP_ROWS
         and bool(target.keys)
@@ -84,7 +85,6 @@ def fits_a_group(target: TargetTable, rows: int) -> bool:
         and not target.refused_columns
         and not target.unavailable_values
         and not target.moves_keys
-        and not target.computed
     )
 
 
@@ -95,14 +95,17 @@ def applies_fresh(target: TargetTable, created: bool, has_tombstones: bool, rows
 
 
 def fresh_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
-    """The tables in groups whose columns agree and that delete alike (applied, soft or ignored
-    deletes), at most ``GROUP_COLUMNS`` columns each (first fit, in the given order; a table
-    wider than that is a group of its own)."""
+    """The tables in groups whose columns agree, that delete alike (applied, soft or ignored
+    deletes) and compute the same columns (``table_options``' ``computed_columns``), at most
+    ``GROUP_COLUMNS`` columns each (first fit, in the given order; a table wider than that is a
+    group of its own)."""
     groups: list[tuple[dict[str, ColumnType], list[FreshTable]]] = []
     for table in tables:
-        columns = table.target.columns
+        target = table.target
+        columns = target.columns
         for union, members in groups:
-            agrees = members[0].target.deletes == table.target.deletes
+            first = members[0].target
+            agrees = (first.deletes, first.computed) == (target.deletes, target.computed)
             agrees = agrees and all(union.get(n, c) == c for n, c in columns.items())
             if agrees and len(union.keys() | columns.keys()) <= GROUP_COLUMNS:
                 union.update(columns)
@@ -205,7 +208,10 @@ class FreshGroup:
             typed = typed_value(raw, ctype)
             values.append(f"{typed} AS {sql_text.name(name)}")
             errors.append(column_error(name, raw, typed, ctype))
-        return typed_select(changes, values, errors, leading=[TARGET])
+        frame = typed_select(changes, values, errors, leading=[TARGET])
+        # Every table of the group computes the same columns (``fresh_groups``), each from its
+        # own typed source columns (``typed_changes.computed_columns``).
+        return computed_columns(frame, self.tables[0].target)
 
     def write(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> None:
         """Append one table's inserts, its counts on the commit: through pyiceberg (``arrow``)

@@ -90,10 +90,15 @@ def typed_changes(changes: DataFrame, target: TargetTable) -> DataFrame:
         leading=moved,
         trailing=[f"array_compact(array({', '.join(kept)})) AS {KEEP_COLUMN}"] if kept else [],
     )
+    return computed_columns(frame, target)
+
+
+def computed_columns(typed: DataFrame, target: TargetTable) -> DataFrame:
+    """``typed`` with the table's computed columns (``table_options``' ``computed_columns``),
+    each over the typed source columns, so that ``year(created_at)`` sees a date, not text."""
     if not target.computed:
-        return frame
-    # Computed over the typed source columns, so ``year(created_at)`` sees a date, not text.
-    return frame.select(
+        return typed
+    return typed.select(
         "*",
         *[
             F.expr(expression).cast(ctype.spark_type).alias(name)

@@ -1,7 +1,8 @@
-"""Tables with soft or ignored deletes are classified in groups too
+"""Tables with soft or ignored deletes, or computed columns, are classified in groups too
 (``apply/fresh_tables.fits_a_group``): a pipeline whose every table keeps its deleted rows,
-flagged or not, pays one plan for all of them, not one per table, and each still flags, moves and
-revives its rows, or counts its ignored deletes, as ``keyed.apply_table`` does.
+flagged or not, or computes a column, pays one plan for all of them, not one per table, and each
+still flags, moves and revives its rows, counts its ignored deletes or computes its columns, as
+``keyed.apply_table`` does.
 """
 
 from __future__ import annotations
@@ -214,3 +215,57 @@ def test_tables_ignoring_deletes_classified_together_count_them_and_keep_rows(la
     [letter] = lake.dead_letters()
     assert (letter["target_table"], letter["line"]) == ("stock", 3)
     assert lake.table("_cdc_tombstones").count() == 0
+
+
+@pytest.mark.parametrize("rewritten_rows", [None, 0])
+def test_tables_computing_columns_classified_together(lake, rewritten_rows, monkeypatch):
+    from cdc_ingest.apply import existing_tables
+
+    if rewritten_rows is not None:
+        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", rewritten_rows)
+    computed = {"*": {"computed_columns": {"shout": "upper(v)", "next_id": "id + 1"}}}
+    lake.add_pipeline("shop", "canal-json", table_options=computed)
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            row_message("orders", "INSERT", {"id": 1, "v": "a"}, 10),
+            row_message("orders", "INSERT", {"id": 2, "v": "b"}, 11),
+            row_message("items", "INSERT", {"id": 7, "v": "x"}, 12),
+        ],
+    )
+    checkpoints = _checkpoints(monkeypatch)
+
+    lake.run("shop")
+
+    assert len(checkpoints) == 1  # the batch's: both new tables classified together
+    assert lake.rows("orders") == [
+        {"id": 1, "v": "a", "shout": "A", "next_id": 2},
+        {"id": 2, "v": "b", "shout": "B", "next_id": 3},
+    ]
+    assert lake.rows("items") == [{"id": 7, "v": "x", "shout": "X", "next_id": 8}]
+
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            row_message("orders", "UPDATE", {"id": 1, "v": "a2"}, 20),
+            row_message("orders", "INSERT", {"id": 3, "v": "c"}, 21),
+            row_message("items", "UPDATE", {"id": 7, "v": "y"}, 22),
+        ],
+    )
+    checkpoints.clear()
+
+    second = lake.run("shop")
+
+    assert len(checkpoints) == 1
+    assert outcomes(second) == {
+        "orders": (2, 1, 1, 0, 0, 0, 0, 0),
+        "items": (1, 0, 1, 0, 0, 0, 0, 0),
+    }
+    assert lake.rows("orders") == [
+        {"id": 1, "v": "a2", "shout": "A2", "next_id": 2},
+        {"id": 2, "v": "b", "shout": "B", "next_id": 3},
+        {"id": 3, "v": "c", "shout": "C", "next_id": 4},
+    ]
+    assert lake.rows("items") == [{"id": 7, "v": "y", "shout": "Y", "next_id": 8}]
