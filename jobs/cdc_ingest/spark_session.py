@@ -89,6 +89,12 @@ def session_conf() -> dict[str, str]:
         # A batch compiles about 70 generated classes; with Spark's default of 100 cached, the
         # next batch of the same shape compiles them all again, and the JIT compiles those anew.
         "spark.sql.codegen.cache.maxEntries": "2000",
+        # Whole-stage code generation fuses a stage into one method; typing more than about 40
+        # integer columns (a wide table, a group of tables) grows it past the JVM's 64 KB
+        # limit, which Spark's default of 100 fields lets it try: an ERROR with the generated
+        # source, the failed compile's CPU, then the stage unfused anyway. Measured neutral on
+        # the narrow benches (27 November 2026, docs/performance-history.md).
+        "spark.sql.codegen.maxFields": "40",
         # A stage that decodes or types many columns generates methods over HotSpot's limit.
         **{key: JVM_OPTIONS for key in JVM_OPTION_KEYS},
         "spark.pyspark.python": python,
