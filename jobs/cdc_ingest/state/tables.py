@@ -93,7 +93,17 @@ def _properties(extra: dict[str, str] | None = None) -> str:
 
 def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
     """Create the namespace if it does not exist yet."""
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(catalog)}.{quote(namespace)}")
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(catalog)}.{quote(namespace)}")
+    except Py4JJavaError:
+        # Two pipelines starting on a new namespace at once: Iceberg's JDBC catalog checks that
+        # it is missing, then inserts its rows, and the second insert fails on the first's key.
+        # The namespace is there then, which is all this asks.
+        listed = spark.sql(f"SHOW NAMESPACES IN {quote(catalog)}").collect()
+        if namespace not in {row[0] for row in listed}:
+            raise
 
 
 def ensure_system_tables(
