@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from canal_messages import TEXT, canal_message, outcomes, row_message
 from lakehouses import JDBC_FILE, REST_S3
+from spark_probes import count_local_checkpoints
 
 
 def _tombstones(lake: Any) -> list[tuple[str, int]]:
@@ -23,7 +24,6 @@ def _tombstones(lake: Any) -> list[tuple[str, int]]:
 )
 def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk_rows, monkeypatch):
     from cdc_ingest.apply import fresh_tables
-    from pyspark.sql import DataFrame
 
     lake.add_pipeline("shop", "canal-json")
     lake.land(
@@ -55,14 +55,7 @@ def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk
             row_message("stock", "UPDATE", {"id": 1, "qty": 6}, 27),
         ],
     )
-    checkpoints: list[int] = []
-    local_checkpoint = DataFrame.localCheckpoint
-
-    def counted(self: DataFrame, eager: bool = True) -> DataFrame:
-        checkpoints.append(1)
-        return local_checkpoint(self, eager)
-
-    monkeypatch.setattr(DataFrame, "localCheckpoint", counted)
+    checkpoints = count_local_checkpoints(monkeypatch)
     if chunk_rows:
         monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from canal_messages import outcomes, row_message
+from spark_probes import count_local_checkpoints
 
 FLAGGED = ("id", "v", "_cdc_deleted", "_cdc_op", "_cdc_batch_id")
 
@@ -23,21 +24,6 @@ def _flagged(lake: Any, name: str) -> dict[int, tuple[str, bool, str, int]]:
 def _tombstones(lake: Any) -> list[tuple[str, str, int]]:
     rows = lake.table("_cdc_tombstones").collect()
     return sorted((r["target_table"], r["key"], r["batch_id"]) for r in rows)
-
-
-def _checkpoints(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the local checkpoints taken: one table applied alone takes one of its own."""
-    from pyspark.sql import DataFrame
-
-    taken: list[int] = []
-    local_checkpoint = DataFrame.localCheckpoint
-
-    def counted(self: DataFrame, eager: bool = True) -> DataFrame:
-        taken.append(1)
-        return local_checkpoint(self, eager)
-
-    monkeypatch.setattr(DataFrame, "localCheckpoint", counted)
-    return taken
 
 
 # Small tables are rewritten through pyiceberg; with REWRITTEN_ROWS=0 every one is merged by Spark.
@@ -66,7 +52,7 @@ def test_soft_delete_tables_classified_together_flag_move_and_revive_rows(
             row_message("items", "INSERT", {"id": 2, "v": "y"}, 14),
         ],
     )
-    checkpoints = _checkpoints(monkeypatch)
+    checkpoints = count_local_checkpoints(monkeypatch)
 
     first = lake.run("shop")
 
@@ -164,7 +150,7 @@ def test_tables_ignoring_deletes_classified_together_count_them_and_keep_rows(la
             row_message("stock", "INSERT", {"id": 1, "qty": 5}, 15),
         ],
     )
-    checkpoints = _checkpoints(monkeypatch)
+    checkpoints = count_local_checkpoints(monkeypatch)
 
     first = lake.run("shop")
 
@@ -234,7 +220,7 @@ def test_tables_computing_columns_classified_together(lake, rewritten_rows, monk
             row_message("items", "INSERT", {"id": 7, "v": "x"}, 12),
         ],
     )
-    checkpoints = _checkpoints(monkeypatch)
+    checkpoints = count_local_checkpoints(monkeypatch)
 
     lake.run("shop")
 

@@ -337,7 +337,7 @@ def with_flag(rows: pa.Table, deleted: bool) -> pa.Table:
     """``rows`` with the soft-delete flag ``_cdc_deleted`` set to ``deleted`` on each."""
     import pyarrow as pa
 
-    return rows.append_column(DELETED_COLUMN, pa.array([deleted] * rows.num_rows, pa.bool_()))
+    return rows.append_column(DELETED_COLUMN, pa.repeat(pa.scalar(deleted), rows.num_rows))
 
 
 def _by_table(rows: pa.Table) -> dict[str, pa.Table]:

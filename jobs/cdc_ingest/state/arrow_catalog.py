@@ -336,13 +336,11 @@ class ArrowCatalog:
     ) -> bool:
         """Copy-on-write of a small table: its rows as of snapshot ``read_at`` without those whose
         ``keys`` are in ``removed``, plus ``added``, replace all of its data files in one
-        overwrite commit carrying ``properties``. ``marks`` (soft deletes): keys (also in
-        ``removed``) whose rows stay with the other columns of ``marks`` set instead
-        (``copy_on_write.marked_rows``); a key the table does not hold adds nothing.
-
-        False, writing nothing, when the table is left to Spark: not written as Spark would
-        write it, moved on since ``read_at``, holding delete files, more than ``max_rows`` rows
-        or a column ``added`` lacks; or another writer committed a change to its data meanwhile
+        overwrite commit carrying ``properties``; the held rows of ``marks``' keys (soft deletes,
+        also in ``removed``) come back with ``marks``' other columns (``copy_on_write``). False,
+        writing nothing, when the table is left to Spark: not written as Spark would write it,
+        moved on since ``read_at``, holding delete files, more than ``max_rows`` rows or a
+        column ``added`` lacks; or another writer committed a change to its data meanwhile
         (pyiceberg's validation of the overwrite: the caller then merges through Spark,
         comparing orders again). A table ``read_columns`` read
         at ``read_at`` is not loaded again: a commit since then fails the overwrite's validation
@@ -365,9 +363,8 @@ class ArrowCatalog:
                 table = catalog.load_table((namespace, name))
                 tasks = []
             snapshot = table.current_snapshot()
-            if snapshot is None or snapshot.snapshot_id != read_at:
-                return False
-            if not copy_on_write.rewritable(table, snapshot, max_rows):
+            moved = snapshot is None or snapshot.snapshot_id != read_at
+            if moved or not copy_on_write.rewritable(table, snapshot, max_rows):
                 return False
             schema = table.schema()
             if any(f.name not in added.column_names for f in schema.fields):
