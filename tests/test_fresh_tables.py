@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from cdc_ingest.apply import fresh_tables
 from cdc_ingest.apply.fresh_tables import GROUP_COLUMNS, FreshTable, fresh_groups
+from cdc_ingest.apply.group_layout import group_layout
 from cdc_ingest.contract import ColumnType
 from cdc_ingest.schema.target import TargetTable
 from lakehouses import JDBC_FILE, REST_S3
@@ -261,7 +262,7 @@ def _fresh(name: str, **columns: str) -> FreshTable:
     return FreshTable(target, rows=1)
 
 
-def test_tables_share_a_group_while_their_columns_agree_and_fit():
+def test_tables_share_a_group_while_their_slots_fit():
     a = _fresh("a", id="bigint", v="string")
     b = _fresh("b", id="bigint", w="double")
     c = _fresh("c", id="bigint", v="decimal(10,2)")  # v is a string in a
@@ -272,8 +273,43 @@ def test_tables_share_a_group_while_their_columns_agree_and_fit():
     groups = fresh_groups([a, b, c, d, wide, e])
 
     names = [[t.target.name for t in group] for group in groups]
-    # d agrees with c (v) but not with a's group, whose w it shares; e fits the first group.
-    assert names == [["a", "b", "e"], ["c", "d"], ["wide"]]
+    # wide's 64 strings take a's v slot and 63 more: 67 slots with the first group's four.
+    assert names == [["a", "b", "c", "d", "e"], ["wide"]]
+    layout = group_layout([t.target for t in groups[0]], GROUP_COLUMNS)
+    assert layout is not None
+    # Two slots hold only columns named v, of two types: neither can be named v.
+    assert layout.slots == {
+        "id": ColumnType("bigint"),
+        "_cdc_slot_1": ColumnType("string"),
+        "w": ColumnType("double"),
+        "_cdc_slot_3": ColumnType("decimal(10,2)"),
+    }
+    assert layout.slot_of("d") == {"id": "id", "v": "_cdc_slot_3", "w": "w"}
+    assert layout.slot_of("e") == {"id": "id"}
+
+
+def test_tables_of_columns_of_their_own_share_slots_of_one_type():
+    one = _fresh("one", id="bigint", v1="bigint", note1="string")
+    two = _fresh("two", id="bigint", note2="string", v2="bigint")
+
+    layout = group_layout([one.target, two.target], GROUP_COLUMNS)
+
+    assert layout is not None
+    assert layout.slots == {
+        "id": ColumnType("bigint"),
+        "_cdc_slot_1": ColumnType("bigint"),
+        "_cdc_slot_2": ColumnType("string"),
+    }
+    # In each table's own order, for its rows' writes.
+    assert list(layout.slot_of("two").items()) == [
+        ("id", "id"),
+        ("note2", "_cdc_slot_2"),
+        ("v2", "_cdc_slot_1"),
+    ]
+    assert layout.names_rows(["one", "two"]) == (
+        ["_cdc_target", "_cdc_name_1", "_cdc_name_2"],
+        [("one", "v1", "note1"), ("two", "v2", "note2")],
+    )
 
 
 def _jobs_of_run(lake: Any, pipeline: str) -> tuple[int, Any]:

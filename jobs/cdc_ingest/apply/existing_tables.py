@@ -101,11 +101,14 @@ def applies_existing(target: TargetTable, created: bool, rows: int) -> bool:
 
 
 def existing_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
-    """The tables in groups of one key (the same columns) whose columns agree and that delete
-    alike (``fresh_groups``)."""
-    by_key: dict[tuple[str, ...], list[FreshTable]] = {}
+    """The tables in groups of one key (the same columns, of the same types) that delete alike
+    (``fresh_groups``): the key's columns then hold the same slots in every table's rows, and
+    join with the tables' rows by their names."""
+    by_key: dict[tuple[object, ...], list[FreshTable]] = {}
     for table in tables:
-        by_key.setdefault(table.target.keys, []).append(table)
+        target = table.target
+        key = (target.keys, tuple(target.columns.get(k) for k in target.keys))
+        by_key.setdefault(key, []).append(table)
     return [group for same in by_key.values() for group in fresh_groups(same)]
 
 
@@ -141,12 +144,12 @@ class ExistingGroup(FreshGroup):
         """Type, collapse, classify against the tables and their tombstones, and count: one plan,
         one job."""
         names = [t.target.name for t in self.tables]
-        chosen = ", ".join(literal(name) for name in names)
-        typed = self._typed_changes(changes.where(f"{TARGET} IN ({chosen})"))
+        typed = self._typed_changes(self._changes_of_group(changes))
         newest = self._collapsed(typed)
         on_key = F.col(TARGET) == F.col("_t_target")
+        slot_of = self.layout.slot_of(names[0])  # a key has one slot in the group, its name's
         for key in self.keys:
-            on_key = on_key & (F.col(key) == F.col(f"_t_{key}"))
+            on_key = on_key & (F.col(slot_of[key]) == F.col(f"_t_{key}"))
         joined = newest.join(self._current_rows(newest), on_key, "left")
         self._with_tombstones = [n for n in names if self.index.holds(n)]
         if self._with_tombstones:
@@ -256,7 +259,7 @@ class ExistingGroup(FreshGroup):
         summary = self.summaries[target.name]
         note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
         moved = current_snapshot_id(self.spark, target.identifier) != self._read_at[target.name]
-        mine = self._frame().where(F.col(TARGET) == target.name)
+        mine = self._table_frame(target.name)
         if inserts_only(summary, target, moved):
             with commit_properties(self.spark, note), stage("append to table"):
                 append_target(mine, target, self.batch_id)

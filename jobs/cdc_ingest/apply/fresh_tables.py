@@ -2,11 +2,11 @@
 
 A table this run created holds no rows, and one without tombstones has no deleted keys either,
 so applying its changes needs no join: type them, keep each key's newest change, count, append.
-Done one table at a time, a batch of hundreds of new tables (a topic that carries a whole
-database) pays a typed plan, a collapse shuffle and a counting job per table. Here the tables
-whose columns agree (each name has one type in all of them), up to ``GROUP_COLUMNS`` columns in
-all, share one plan, one shuffle and one count. Each table's rows are still appended by a commit
-of its own, carrying its counts (``commit_notes``), so that a failure stays with its table and a
+Done one table at a time, a batch of hundreds of new tables (a topic that carries a whole database)
+pays a typed plan, a collapse shuffle and a counting job per table. Here tables share one plan, one
+shuffle and one count, their rows at most ``GROUP_COLUMNS`` slots wide, each slot holding columns of
+one type of several tables (``group_layout``). Each table's rows are still appended by a commit of
+its own, carrying its counts (``commit_notes``), so that a failure stays with its table and a
 resumed batch reports what the first attempt did; the rows of the group's tables are collected as
 Arrow (a group of at most ``CHUNK_ROWS`` changes by the job that classifies it, and counted in the
 driver) and each table's appended through pyiceberg (``state/arrow_catalog``) where it can, rather
@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from cdc_ingest import sql_text
 from cdc_ingest.apply.actions import INSERT
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
+from cdc_ingest.apply.group_layout import GroupLayout, group_layout
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
     ActionCounts,
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
     from cdc_ingest.state.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import TableSummary
 
-# A group's typed rows hold every column of its tables: wide rows cost more than the plans saved.
+# The slots of a group's typed rows, at most (``group_layout``): wide rows cost more than the plans
+# they save.
 GROUP_COLUMNS = 64
 # Rows collected to the driver at once for pyiceberg's appends: bounded so that a group of many
 # fairly large tables never holds all of its rows in the driver's memory.
@@ -95,24 +97,24 @@ def applies_fresh(target: TargetTable, created: bool, has_tombstones: bool, rows
 
 
 def fresh_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
-    """The tables in groups whose columns agree, that delete alike (applied, soft or ignored
-    deletes) and compute the same columns (``table_options``' ``computed_columns``), at most
-    ``GROUP_COLUMNS`` columns each (first fit, in the given order; a table wider than that is a
-    group of its own)."""
-    groups: list[tuple[dict[str, ColumnType], list[FreshTable]]] = []
+    """The tables in groups that delete alike (applied, soft or ignored deletes) and compute the
+    same columns (``table_options``' ``computed_columns``; tables computing some have the same
+    columns, which the computed ones are written over), each group's rows at most
+    ``GROUP_COLUMNS`` slots wide (``group_layout``; first fit, in the given order; a table wider
+    than that is a group of its own)."""
+    groups: list[tuple[GroupLayout, list[FreshTable]]] = []
     for table in tables:
         target = table.target
-        columns = target.columns
-        for union, members in groups:
+        for at, (layout, members) in enumerate(groups):
             first = members[0].target
             agrees = (first.deletes, first.computed) == (target.deletes, target.computed)
-            agrees = agrees and all(union.get(n, c) == c for n, c in columns.items())
-            if agrees and len(union.keys() | columns.keys()) <= GROUP_COLUMNS:
-                union.update(columns)
-                members.append(table)
+            agrees = agrees and (not target.computed or first.columns == target.columns)
+            placed = layout.placed(target, GROUP_COLUMNS) if agrees else None
+            if placed is not None:
+                groups[at] = (placed, [*members, table])
                 break
         else:
-            groups.append((dict(columns), [table]))
+            groups.append((GroupLayout().placed(target, 1 << 30) or GroupLayout(), [table]))
     return [members for _, members in groups]
 
 
@@ -130,9 +132,8 @@ class FreshGroup:
         self.soft = tables[0].target.deletes == "soft"
         self.ignores_deletes = tables[0].target.deletes == "ignore"
         self._ignored: dict[str, int] = {}  # each table's ignored deletes (``_collapsed``)
-        self.columns: dict[str, ColumnType] = {}
-        for table in tables:
-            self.columns.update(table.target.columns)
+        self.layout = group_layout([t.target for t in tables], 1 << 30) or GroupLayout()
+        self.columns: dict[str, ColumnType] = self.layout.slots
         self.summaries: dict[str, TableSummary] = {}
         self._typed: DataFrame | None = None
         self._classified: DataFrame | None = None
@@ -142,9 +143,7 @@ class FreshGroup:
 
     def classify(self, changes: DataFrame) -> None:
         """Type, collapse and count every table's changes: one plan, one shuffle, one job."""
-        names = [t.target.name for t in self.tables]
-        chosen = ", ".join(literal(name) for name in names)
-        typed = self._typed_changes(changes.where(f"{TARGET} IN ({chosen})"))
+        typed = self._typed_changes(self._changes_of_group(changes))
         newest = self._collapsed(typed)
         # A created table holds no rows and (see applies_fresh) no tombstones: only the kind of
         # each key's newest change decides, for every table of the group alike.
@@ -196,18 +195,40 @@ class FreshGroup:
                 self._classified = arrow_frame(self.spark, self._rows)
             return self._classified
 
+    def _changes_of_group(self, changes: DataFrame) -> DataFrame:
+        """The changes to the group's tables; with the names of the slots several columns share
+        (``group_layout``), joined from a local relation of one row per table."""
+        names = [t.target.name for t in self.tables]
+        columns, rows = self.layout.names_rows(names)
+        if len(columns) == 1:
+            chosen = ", ".join(literal(name) for name in names)
+            return changes.where(f"{TARGET} IN ({chosen})")
+        schema = ", ".join(f"{sql_text.name(c)} STRING" for c in columns)
+        return changes.join(F.broadcast(self.spark.createDataFrame(rows, schema)), TARGET)
+
+    def _table_frame(self, name: str) -> DataFrame:
+        """One table's classified changes, its columns by their names (``group_layout``)."""
+        slot_of = self.layout.slot_of(name)
+        slots = set(self.columns)
+        own = [F.col(sql_text.name(slot)).alias(c) for c, slot in slot_of.items()]
+        rest = [F.col(sql_text.name(c)) for c in self._frame().columns if c not in slots]
+        return self._frame().where(F.col(TARGET) == name).select(*own, *rest)
+
     def _typed_changes(self, changes: DataFrame) -> DataFrame:
         values: list[str] = []
         errors: list[str] = []
-        for name, ctype in self.columns.items():
-            keyed = [t.target.name for t in self.tables if name in t.target.keys]
+        keys = {t.target.name: t.target.keys for t in self.tables}
+        for slot, ctype in self.columns.items():
+            sources = self.layout.sources(slot)
+            keyed = [t for t, column in sources.items() if column in keys[t]]
             by: bool | str = len(keyed) == len(self.tables)
             if keyed and not by:
                 by = f"{TARGET} IN ({', '.join(literal(k) for k in keyed)})"
-            raw = raw_value(name, by)
+            named_by = self.layout.name_column(slot)
+            raw = raw_value(slot, by, named_by)
             typed = typed_value(raw, ctype)
-            values.append(f"{typed} AS {sql_text.name(name)}")
-            errors.append(column_error(name, raw, typed, ctype))
+            values.append(f"{typed} AS {sql_text.name(slot)}")
+            errors.append(column_error(slot, raw, typed, ctype, named_by))
         frame = typed_select(changes, values, errors, leading=[TARGET])
         # Every table of the group computes the same columns (``fresh_groups``), each from its
         # own typed source columns (``typed_changes.computed_columns``).
@@ -232,7 +253,7 @@ class FreshGroup:
                     return
         with commit_properties(self.spark, note), stage("append to created table"):
             # Fewer than GROUP_ROWS rows: one task writes them as one file (not one per part).
-            mine = self._frame().where(F.col(TARGET) == target.name).coalesce(1)
+            mine = self._table_frame(target.name).coalesce(1)
             append_target(mine, target, self.batch_id)
 
     @property
@@ -259,8 +280,7 @@ class FreshGroup:
         assert self._rows is not None
         action = self._rows.column("_action")
         written = self._rows.filter(pc.is_in(action, value_set=string_array(*self.written_actions)))
-        columns = dict.fromkeys(c for t in self.tables for c in t.target.written_columns)
-        return _by_table(written.select([*columns, *WRITE_COLUMNS, TARGET]))
+        return self._by_table(written)
 
     def _collectable(self, table: FreshTable) -> bool:
         """Whether a table's written rows may be written from the driver (collected as Arrow)."""
@@ -278,7 +298,8 @@ class FreshGroup:
             if written and self._collectable(table):
                 chunk.append(table)
                 rows += written
-        columns = list(dict.fromkeys(c for t in chunk for c in t.target.written_columns))
+        slots = [s for t in chunk for s in self.layout.slot_of(t.target.name).values()]
+        columns = list(dict.fromkeys([*slots, *self.tables[0].target.computed]))
         chosen = ", ".join(literal(t.target.name) for t in chunk)
         actions = ", ".join(literal(action) for action in self.written_actions)
         inserts = sql_text.select(
@@ -286,7 +307,18 @@ class FreshGroup:
             [*(sql_text.name(column) for column in columns), *WRITE_COLUMNS, TARGET],
         )
         with stage("collect rows of grouped tables"):
-            return _by_table(collect_arrow(inserts))
+            return self._by_table(collect_arrow(inserts))
+
+    def _by_table(self, rows: pa.Table) -> dict[str, pa.Table]:
+        """``rows`` split by their table, each with its written columns by their names (in its
+        order) and ``WRITE_COLUMNS``."""
+        computed = list(self.tables[0].target.computed)
+        parts: dict[str, pa.Table] = {}
+        for name, part in split_by_table(rows).items():
+            slot_of = self.layout.slot_of(name)
+            own = [*slot_of.values(), *computed, *WRITE_COLUMNS]
+            parts[name] = part.select(own).rename_columns([*slot_of, *computed, *WRITE_COLUMNS])
+        return parts
 
     def write_tombstones(self, applied: set[str]) -> list[str]:
         """One ``_cdc_tombstones`` commit for the deletes of the ``applied`` tables; returns the
@@ -340,7 +372,7 @@ def with_flag(rows: pa.Table, deleted: bool) -> pa.Table:
     return rows.append_column(DELETED_COLUMN, pa.repeat(pa.scalar(deleted), rows.num_rows))
 
 
-def _by_table(rows: pa.Table) -> dict[str, pa.Table]:
+def split_by_table(rows: pa.Table) -> dict[str, pa.Table]:
     """``rows`` split by their ``TARGET`` (dropped)."""
     import pyarrow.compute as pc
 

@@ -20,13 +20,15 @@ if TYPE_CHECKING:
     from cdc_ingest.schema.target import TargetTable
 
 
-def raw_value(name: str, keyed: bool | str) -> str:
+def raw_value(name: str, keyed: bool | str, named_by: str | None = None) -> str:
     """A column's text (SQL text): from the image, or for a key column (where ``keyed`` holds, a
-    condition in SQL text) from the message's key values first."""
-    image = f"element_at(image, {literal(name)})"
+    condition in SQL text) from the message's key values first. ``named_by``: a column naming,
+    per change, the value to take (a group's slot of several names, ``group_layout``)."""
+    key = named_by or literal(name)
+    image = f"element_at(image, {key})"
     if keyed is False:
         return image
-    key_value = f"coalesce(element_at(key_values, {literal(name)}), {image})"
+    key_value = f"coalesce(element_at(key_values, {key}), {image})"
     return key_value if keyed is True else f"CASE WHEN {keyed} THEN {key_value} ELSE {image} END"
 
 

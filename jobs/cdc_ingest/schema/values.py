@@ -177,19 +177,29 @@ def typed_value(marked: str, column_type: ColumnType) -> str:
     return f"CAST({raw} AS {target})"
 
 
-def column_error(name: str, raw: str, typed: str, column_type: ColumnType) -> str:
-    """An error text when a present value did not convert, else null (SQL text)."""
+def column_error(
+    name: str, raw: str, typed: str, column_type: ColumnType, named_by: str | None = None
+) -> str:
+    """An error text when a present value did not convert, else null (SQL text). ``named_by``:
+    a column naming the column per change (see ``typed_changes.raw_value``), instead of ``name``."""
     shown = f"substring(regexp_replace({raw}, {literal(INEXACT)}, ''), 1, 80)"
     problem = f"is not a valid {column_type.spark_type}"
     lost = f"{raw} IS NOT NULL AND {typed} IS NULL"
-    value = literal(f"column '{name}': value '")
+
+    def column(text: str) -> str:  # the text's first arguments of concat
+        if named_by is None:
+            return literal(f"column '{name}'{text}")
+        opening, closing = literal("column '"), literal("'" + text)
+        return f"{opening}, {named_by}, {closing}"
+
+    value = column(": value '")
     if column_type.spark_type.startswith("decimal"):
         problem = f"does not fit {column_type.spark_type} without rounding"
         inexact = (
             f"') has more digits than Spark's JSON reader keeps for a number, and a "
             f"{column_type.spark_type} must be exact (send DECIMAL values as JSON strings)"
         )
-        read_as = literal(f"column '{name}': the number (read as '")
+        read_as = column(": the number (read as '")
         why = literal(f"' {problem}")
         return (
             f"CASE WHEN startswith({raw}, {literal(INEXACT)})"

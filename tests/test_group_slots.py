@@ -1,0 +1,92 @@
+"""Tables with columns of their own share a group (``apply/group_layout``): a database's tables
+share few column names, and each group's rows hold slots that several tables' columns of one type
+share, each read per change by its table's name for it. Each table still gets its own columns'
+values, its own typing errors (named by its column) and its own updates and deletes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from canal_messages import canal_message, outcomes
+from spark_probes import count_local_checkpoints
+
+ORDERS = {"id": "INT", "amount": "INT", "note": "VARCHAR(10)"}
+ITEMS = {"id": "INT", "qty": "INT", "label": "VARCHAR(10)"}
+
+
+def _order(kind: str, data: dict[str, Any], es: int) -> dict[str, Any]:
+    return canal_message("orders", kind, data, es, ORDERS)
+
+
+def _item(kind: str, data: dict[str, Any], es: int) -> dict[str, Any]:
+    return canal_message("items", kind, data, es, ITEMS)
+
+
+def _rows(lake: Any, name: str, *columns: str) -> dict[int, tuple[Any, ...]]:
+    return {r["id"]: tuple(r[c] for c in columns) for r in lake.rows(name, "id", *columns)}
+
+
+# Small tables are rewritten through pyiceberg; with REWRITTEN_ROWS=0 every one is merged by Spark.
+# With CHUNK_ROWS=2 the group is kept in a local checkpoint and its rows collected in chunks.
+@pytest.mark.parametrize(("rewritten_rows", "chunk_rows"), [(None, None), (0, None), (None, 2)])
+def test_tables_of_their_own_columns_are_classified_together(
+    lake, rewritten_rows, chunk_rows, monkeypatch
+):
+    from cdc_ingest.apply import existing_tables, fresh_tables
+
+    if rewritten_rows is not None:
+        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", rewritten_rows)
+    if chunk_rows is not None:
+        monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
+    grouped = 2 if chunk_rows else 1  # the batch's checkpoint, and the group's if not collected
+    lake.add_pipeline("shop", "canal-json")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            _order("INSERT", {"id": 1, "amount": 10, "note": "a"}, 10),
+            _order("INSERT", {"id": 2, "amount": 20, "note": "b"}, 11),
+            _item("INSERT", {"id": 1, "qty": 5, "label": "x"}, 12),
+            _item("INSERT", {"id": 2, "qty": "lots", "label": "y"}, 13),
+        ],
+    )
+    checkpoints = count_local_checkpoints(monkeypatch)
+
+    first = lake.run("shop")
+
+    assert len(checkpoints) == grouped + 1  # and the dead letters'
+    assert outcomes(first) == {
+        # messages applied, inserted, updated, deleted, deleted absent, superseded, older, dead
+        # letters
+        "orders": (2, 2, 0, 0, 0, 0, 0, 0),
+        "items": (1, 1, 0, 0, 0, 0, 0, 1),
+    }
+    assert _rows(lake, "orders", "amount", "note") == {1: (10, "a"), 2: (20, "b")}
+    assert _rows(lake, "items", "qty", "label") == {1: (5, "x")}
+    [letter] = lake.dead_letters()
+    assert letter["target_table"] == "items"
+    assert letter["reason"] == "column 'qty': value 'lots' is not a valid bigint"
+
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            _order("UPDATE", {"id": 1, "amount": 11, "note": "a2"}, 20),
+            _order("DELETE", {"id": 2, "amount": 20, "note": "b"}, 21),
+            _item("UPDATE", {"id": 1, "qty": 6, "label": "x2"}, 22),
+            _item("INSERT", {"id": 3, "qty": 7, "label": "z"}, 23),
+        ],
+    )
+    checkpoints.clear()
+
+    second = lake.run("shop")
+
+    assert len(checkpoints) == grouped
+    assert outcomes(second) == {
+        "orders": (2, 0, 1, 1, 0, 0, 0, 0),
+        "items": (2, 1, 1, 0, 0, 0, 0, 0),
+    }
+    assert _rows(lake, "orders", "amount", "note") == {1: (11, "a2")}
+    assert _rows(lake, "items", "qty", "label") == {1: (6, "x2"), 3: (7, "z")}
