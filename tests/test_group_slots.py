@@ -90,3 +90,49 @@ def test_tables_of_their_own_columns_are_classified_together(
     }
     assert _rows(lake, "orders", "amount", "note") == {1: (11, "a2")}
     assert _rows(lake, "items", "qty", "label") == {1: (6, "x2"), 3: (7, "z")}
+
+
+def test_a_column_a_table_lacks_is_not_read_by_another_tables_slot(lake):
+    # With schema_changes: ignore, items keeps its columns when a change carries discount, a
+    # column of orders only: read by the slot orders keeps discount in, 'lots' would be a typing
+    # error of items' change.
+    priced = {**ORDERS, "discount": "INT"}
+    lake.add_pipeline("shop", "canal-json", schema_changes="ignore")
+    lake.land(
+        "shop",
+        "001.json",
+        [
+            canal_message(
+                "orders", "INSERT", {"id": 1, "amount": 10, "note": "a", "discount": 1}, 10, priced
+            ),
+            _item("INSERT", {"id": 1, "qty": 5, "label": "x"}, 11),
+        ],
+    )
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "002.json",
+        [
+            canal_message(
+                "orders", "UPDATE", {"id": 1, "amount": 11, "note": "a2", "discount": 2}, 20, priced
+            ),
+            canal_message(
+                "items",
+                "INSERT",
+                {"id": 2, "qty": 6, "label": "y", "discount": "lots"},
+                21,
+                {**ITEMS, "discount": "VARCHAR(10)"},
+            ),
+        ],
+    )
+
+    second = lake.run("shop")
+
+    assert outcomes(second) == {
+        "orders": (1, 0, 1, 0, 0, 0, 0, 0),
+        "items": (1, 1, 0, 0, 0, 0, 0, 0),
+    }
+    assert second.ignored_values == 1
+    assert lake.dead_letters() == []
+    assert _rows(lake, "orders", "amount", "discount") == {1: (11, 2)}
+    assert _rows(lake, "items", "qty", "label") == {1: (5, "x"), 2: (6, "y")}

@@ -1,14 +1,15 @@
 """Where each table's columns sit in the rows of its group: slots that tables' columns share.
 
 A group types, collapses and classifies many tables' changes in one plan (``fresh_tables``). Were
-its rows to hold every table's columns by name, the tables of one database, which share few
-column names, would make every row carry the other tables' columns as nulls through every step:
-300 tables of a key and two columns of their own, about 60 columns a row in groups of 64. Here a
-column takes a slot of its type that its table does not use yet, so that a group's rows are as
-wide as its widest table: a name takes the slot that name holds already (a shared key keeps its
-name and slot), and a slot holding several tables' names is named ``_cdc_slot_N`` and read, per
-change, by the name its table gives it (``name_column``). Each table's rows get their own names
-back when they are written (``renamed``).
+its rows to hold every table's columns by name, the tables of one database, which share few column
+names, would make every row carry the other tables' columns as nulls through every step: 300 tables
+of a key and two columns of their own, about 60 columns a row in groups of 64. Here a column takes a
+slot of its type that its table does not use yet, so that a group's rows are as wide as its widest
+table: a name takes the slot that name holds already (a shared key keeps its name and slot), and a
+slot holding several tables' names is named ``_cdc_slot_N``. A slot that not every table keeps under
+one name is read, per change, by the name its table gives it (``name_column``), so that no table's
+values are read by another's column. Each table's rows get their own names back when they are
+written (``slot_of``).
 """
 
 from __future__ import annotations
@@ -89,17 +90,24 @@ class GroupLayout:
         """The column each table keeps in ``slot``."""
         return dict(self._slots[self._slot_names().index(slot)].names)
 
+    def _shared(self, index: int) -> bool:
+        """Whether every table of the group keeps its column of one name in slot ``index``."""
+        names = self._slots[index].names
+        return len(names) == len(self._columns) and len(set(names.values())) == 1
+
     def name_column(self, slot: str) -> str | None:
-        """The column naming, per change, the image value ``slot`` holds (``names_rows``); None
-        where the slot holds one name, its own."""
-        return None if not slot.startswith(SLOT_PREFIX) else NAME_PREFIX + slot[len(SLOT_PREFIX) :]
+        """The column naming, per change, the image value ``slot`` holds (``names_rows``: null
+        for a table without a column there, whose image may still carry a value of that name, a
+        column the table lacks); None where every table keeps one name there."""
+        index = self._slot_names().index(slot)
+        return None if self._shared(index) else f"{NAME_PREFIX}{index}"
 
     def names_rows(self, tables: list[str]) -> tuple[list[str], list[tuple[str | None, ...]]]:
-        """The names of the slots of several names, per table: the columns (the table first) and
-        one row per table, to join with the changes."""
-        mixed = [n for n in self._slot_names() if self.name_column(n) is not None]
-        columns = ["_cdc_target", *(self.name_column(n) or n for n in mixed)]
-        rows = [(t, *(self.sources(n).get(t) for n in mixed)) for t in tables]
+        """The names the tables give the slots not ``_shared``: the columns (the table first)
+        and one row per table, to join with the changes."""
+        named = [i for i in range(len(self._slots)) if not self._shared(i)]
+        columns = ["_cdc_target", *(f"{NAME_PREFIX}{i}" for i in named)]
+        rows = [(t, *(self._slots[i].names.get(t) for i in named)) for t in tables]
         return columns, rows
 
     def slot_of(self, table: str) -> dict[str, str]:
