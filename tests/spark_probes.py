@@ -19,3 +19,24 @@ def count_local_checkpoints(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(DataFrame, "localCheckpoint", counted)
     return taken
+
+
+# The paths a group's tables are written by: small tables are rewritten through pyiceberg; with
+# REWRITTEN_ROWS=0 every one is merged by Spark. A group of few changes is collected by the job
+# that classifies it; with CHUNK_ROWS=2 it is kept in a local checkpoint and its tables' rows
+# collected in chunks.
+GROUP_WRITE_PATHS = [(None, None), (0, None), (None, 2)]
+
+
+def use_group_write_path(
+    monkeypatch: pytest.MonkeyPatch, rewritten_rows: int | None, chunk_rows: int | None
+) -> int:
+    """Take one of ``GROUP_WRITE_PATHS``; returns how many local checkpoints a batch of one group
+    then makes (the batch's, and the group's if it is not collected)."""
+    from cdc_ingest.apply import existing_tables, fresh_tables
+
+    if rewritten_rows is not None:
+        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", rewritten_rows)
+    if chunk_rows is not None:
+        monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
+    return 2 if chunk_rows else 1

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from canal_messages import canal_message, outcomes
-from spark_probes import count_local_checkpoints
+from spark_probes import GROUP_WRITE_PATHS, count_local_checkpoints, use_group_write_path
 
 ORDERS = {"id": "INT", "amount": "INT", "note": "VARCHAR(10)"}
 ITEMS = {"id": "INT", "qty": "INT", "label": "VARCHAR(10)"}
@@ -28,19 +28,11 @@ def _rows(lake: Any, name: str, *columns: str) -> dict[int, tuple[Any, ...]]:
     return {r["id"]: tuple(r[c] for c in columns) for r in lake.rows(name, "id", *columns)}
 
 
-# Small tables are rewritten through pyiceberg; with REWRITTEN_ROWS=0 every one is merged by Spark.
-# With CHUNK_ROWS=2 the group is kept in a local checkpoint and its rows collected in chunks.
-@pytest.mark.parametrize(("rewritten_rows", "chunk_rows"), [(None, None), (0, None), (None, 2)])
+@pytest.mark.parametrize(("rewritten_rows", "chunk_rows"), GROUP_WRITE_PATHS)
 def test_tables_of_their_own_columns_are_classified_together(
     lake, rewritten_rows, chunk_rows, monkeypatch
 ):
-    from cdc_ingest.apply import existing_tables, fresh_tables
-
-    if rewritten_rows is not None:
-        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", rewritten_rows)
-    if chunk_rows is not None:
-        monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
-    grouped = 2 if chunk_rows else 1  # the batch's checkpoint, and the group's if not collected
+    grouped = use_group_write_path(monkeypatch, rewritten_rows, chunk_rows)
     lake.add_pipeline("shop", "canal-json")
     lake.land(
         "shop",

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from canal_messages import outcomes, row_message
-from spark_probes import count_local_checkpoints
+from spark_probes import GROUP_WRITE_PATHS, count_local_checkpoints, use_group_write_path
 
 FLAGGED = ("id", "v", "_cdc_deleted", "_cdc_op", "_cdc_batch_id")
 
@@ -26,20 +26,11 @@ def _tombstones(lake: Any) -> list[tuple[str, str, int]]:
     return sorted((r["target_table"], r["key"], r["batch_id"]) for r in rows)
 
 
-# Small tables are rewritten through pyiceberg; with REWRITTEN_ROWS=0 every one is merged by Spark.
-# A group of few changes is collected by the job that classifies it; with CHUNK_ROWS=2 it is kept
-# in a local checkpoint and its tables' rows collected in chunks.
-@pytest.mark.parametrize(("rewritten_rows", "chunk_rows"), [(None, None), (0, None), (None, 2)])
+@pytest.mark.parametrize(("rewritten_rows", "chunk_rows"), GROUP_WRITE_PATHS)
 def test_soft_delete_tables_classified_together_flag_move_and_revive_rows(
     lake, rewritten_rows, chunk_rows, monkeypatch
 ):
-    from cdc_ingest.apply import existing_tables, fresh_tables
-
-    if rewritten_rows is not None:
-        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", rewritten_rows)
-    if chunk_rows is not None:
-        monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
-    grouped = 2 if chunk_rows else 1  # the batch's checkpoint, and the group's if not collected
+    grouped = use_group_write_path(monkeypatch, rewritten_rows, chunk_rows)
     lake.add_pipeline("shop", "canal-json", deletes="soft")
     lake.land(
         "shop",

@@ -114,7 +114,7 @@ def fresh_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
                 groups[at] = (placed, [*members, table])
                 break
         else:
-            groups.append((GroupLayout().placed(target, 1 << 30) or GroupLayout(), [table]))
+            groups.append((GroupLayout().placed(target) or GroupLayout(), [table]))
     return [members for _, members in groups]
 
 
@@ -132,7 +132,7 @@ class FreshGroup:
         self.soft = tables[0].target.deletes == "soft"
         self.ignores_deletes = tables[0].target.deletes == "ignore"
         self._ignored: dict[str, int] = {}  # each table's ignored deletes (``_collapsed``)
-        self.layout = group_layout([t.target for t in tables], 1 << 30) or GroupLayout()
+        self.layout = group_layout([t.target for t in tables]) or GroupLayout()
         self.columns: dict[str, ColumnType] = self.layout.slots
         self.summaries: dict[str, TableSummary] = {}
         self._typed: DataFrame | None = None
@@ -280,7 +280,8 @@ class FreshGroup:
         assert self._rows is not None
         action = self._rows.column("_action")
         written = self._rows.filter(pc.is_in(action, value_set=string_array(*self.written_actions)))
-        return self._by_table(written)
+        computed = list(self.tables[0].target.computed)
+        return self._by_table(written.select([*self.columns, *computed, *WRITE_COLUMNS, TARGET]))
 
     def _collectable(self, table: FreshTable) -> bool:
         """Whether a table's written rows may be written from the driver (collected as Arrow)."""
@@ -314,7 +315,7 @@ class FreshGroup:
         order) and ``WRITE_COLUMNS``."""
         computed = list(self.tables[0].target.computed)
         parts: dict[str, pa.Table] = {}
-        for name, part in split_by_table(rows).items():
+        for name, part in _split_by_table(rows).items():
             slot_of = self.layout.slot_of(name)
             own = [*slot_of.values(), *computed, *WRITE_COLUMNS]
             parts[name] = part.select(own).rename_columns([*slot_of, *computed, *WRITE_COLUMNS])
@@ -372,7 +373,7 @@ def with_flag(rows: pa.Table, deleted: bool) -> pa.Table:
     return rows.append_column(DELETED_COLUMN, pa.repeat(pa.scalar(deleted), rows.num_rows))
 
 
-def split_by_table(rows: pa.Table) -> dict[str, pa.Table]:
+def _split_by_table(rows: pa.Table) -> dict[str, pa.Table]:
     """``rows`` split by their ``TARGET`` (dropped)."""
     import pyarrow.compute as pc
 

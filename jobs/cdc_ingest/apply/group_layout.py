@@ -15,6 +15,7 @@ written (``slot_of``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ class GroupLayout:
     _slots: list[_Slot] = field(default_factory=list)
     _columns: dict[str, list[str]] = field(default_factory=dict)  # each table's, in its order
 
-    def placed(self, target: TargetTable, most: int) -> GroupLayout | None:
+    def placed(self, target: TargetTable, most: int | None = None) -> GroupLayout | None:
         """This layout with ``target``'s columns placed (keys first), or None when it would need
         more than ``most`` slots."""
         slots = [_Slot(s.ctype, dict(s.names)) for s in self._slots]
@@ -65,10 +66,11 @@ class GroupLayout:
                 free = [len(slots) - 1]
             taken.add(free[0])
             slots[free[0]].names[target.name] = column
-        if len(slots) > most:
+        if most is not None and len(slots) > most:
             return None
         return GroupLayout(slots, {**self._columns, target.name: list(target.columns)})
 
+    @cached_property
     def _slot_names(self) -> list[str]:
         """Each slot's column name: its tables' one name, unless several hold it or another slot
         has that name too (then ``_cdc_slot_N``, as any slot of several names)."""
@@ -84,11 +86,11 @@ class GroupLayout:
     @property
     def slots(self) -> dict[str, ColumnType]:
         """Each slot's column name in the group's rows and its type."""
-        return {n: s.ctype for n, s in zip(self._slot_names(), self._slots, strict=True)}
+        return {n: s.ctype for n, s in zip(self._slot_names, self._slots, strict=True)}
 
     def sources(self, slot: str) -> dict[str, str]:
         """The column each table keeps in ``slot``."""
-        return dict(self._slots[self._slot_names().index(slot)].names)
+        return dict(self._slots[self._slot_names.index(slot)].names)
 
     def _shared(self, index: int) -> bool:
         """Whether every table of the group keeps its column of one name in slot ``index``."""
@@ -99,7 +101,7 @@ class GroupLayout:
         """The column naming, per change, the image value ``slot`` holds (``names_rows``: null
         for a table without a column there, whose image may still carry a value of that name, a
         column the table lacks); None where every table keeps one name there."""
-        index = self._slot_names().index(slot)
+        index = self._slot_names.index(slot)
         return None if self._shared(index) else f"{NAME_PREFIX}{index}"
 
     def names_rows(self, tables: list[str]) -> tuple[list[str], list[tuple[str | None, ...]]]:
@@ -114,13 +116,13 @@ class GroupLayout:
         """Each of ``table``'s columns (in its order) and the slot holding it."""
         slots = {
             s.names[table]: slot
-            for slot, s in zip(self._slot_names(), self._slots, strict=True)
+            for slot, s in zip(self._slot_names, self._slots, strict=True)
             if table in s.names
         }
         return {column: slots[column] for column in self._columns[table]}
 
 
-def group_layout(tables: list[TargetTable], most: int) -> GroupLayout | None:
+def group_layout(tables: list[TargetTable], most: int | None = None) -> GroupLayout | None:
     """The layout of a group of ``tables`` (in order), or None when it needs more than ``most``
     slots."""
     layout: GroupLayout | None = GroupLayout()
