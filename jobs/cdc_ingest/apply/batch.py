@@ -1,8 +1,11 @@
 """Apply one batch to every target table it changes: the prepare-and-apply loop of a run.
 
-Per table: plain changes go through :mod:`cdc_ingest.apply.keyed` (keyed, MERGE) or
-:mod:`cdc_ingest.apply.append_only` (keyless); a table with statements in the batch goes through
-:mod:`cdc_ingest.apply.segmented`, which applies it in segments around each statement.
+Tables with statements in the batch first, one after another in stream order, each in segments
+around its statements (:mod:`cdc_ingest.apply.segmented`); then the tables that need a plan of
+their own, several at once (:mod:`cdc_ingest.apply.alone_tables`: keyed through
+:mod:`cdc_ingest.apply.keyed`, keyless through :mod:`cdc_ingest.apply.append_only`); then the
+others in groups classified together (:mod:`cdc_ingest.apply.fresh_tables`,
+:mod:`cdc_ingest.apply.existing_tables`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,14 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply.append_only import apply_append_only
-from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
+from cdc_ingest.apply.alone_tables import (
+    REFUSED,
+    AloneTable,
+    account,
+    apply_alone_tables,
+    refuse_table,
+    why,
+)
 from cdc_ingest.apply.existing_tables import (
     ExistingGroup,
     applies_existing,
@@ -21,7 +30,6 @@ from cdc_ingest.apply.existing_tables import (
     write_group,
 )
 from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, applies_fresh, fresh_groups
-from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.apply.segmented import TableContext, apply_with_ddl
 from cdc_ingest.apply.update_images import pair_before_halves
 from cdc_ingest.contract import DELETE, UPSERT
@@ -29,9 +37,7 @@ from cdc_ingest.schema.evolution import EVOLVE, ignored_rows
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.target import TargetInventory, TargetTable, prepare_target, table_keys
 from cdc_ingest.stages import stage
-from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import TOMBSTONES, TombstoneIndex, qualified
-from cdc_ingest.table_options import TableDesignError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -121,6 +127,7 @@ def apply_all_tables(
     ordered += sorted(n for n in inventory.tables if n not in by_table)
     fresh: list[FreshTable] = []
     holding: list[FreshTable] = []  # tables with rows, classified in groups (existing_tables)
+    alone: list[AloneTable] = []  # applied each by a plan of its own, several at once
     for name in ordered:
         base = inventory.tables.get(name) or TargetInventory(name)
         if only and name not in only:
@@ -153,17 +160,15 @@ def apply_all_tables(
                 if shares and name not in fan_out:
                     holding.append(FreshTable(target, rows))
                     continue
-                table_summary, bad = _apply_plain(ctx, target, created, rows, mine, name in fan_out)
-                if bad is not None:
-                    dead.append(bad)
-                if not evolve:
-                    summary.ignored_values += ignored_rows(spark, changes, name, target.identifier)
-        except (AnalysisException, TableDesignError) as exc:
-            table_summary, refused = _refuse_table(ctx, changes, name, rows, exc)
+                alone.append(AloneTable(target, created, rows, mine, name in fan_out))
+                continue
+        except REFUSED as exc:
+            table_summary, refused = refuse_table(ctx, changes, name, rows, exc)
             dead.append(refused)
             for event in by_table.get(name, []):
-                event.status, event.detail = "failed", f"table {name} {_why(exc)}"
-        _account(summary, table_summary)
+                event.status, event.detail = "failed", f"table {name} {why(exc)}"
+        account(summary, table_summary)
+    dead += apply_alone_tables(ctx, alone, changes, summary, evolve)
     groups = [(g, False) for g in existing_groups(holding)]
     groups += [(g, True) for g in fresh_groups(fresh)]
     for members, created in groups:
@@ -171,13 +176,6 @@ def apply_all_tables(
     if arrow is not None:
         arrow.create_pending()  # none should be left; the batch never ends with one missing
     return dead
-
-
-def _account(summary: RunSummary, table_summary: TableSummary) -> None:
-    if table_summary.messages or table_summary.created or table_summary.dead_lettered:
-        summary.tables[table_summary.table] = table_summary
-    summary.messages -= table_summary.dead_lettered
-    summary.dead_lettered += table_summary.dead_lettered
 
 
 def _apply_group(
@@ -223,16 +221,16 @@ def _apply_group(
                     summary.ignored_values += ignored_rows(
                         spark, changes, target.name, target.identifier
                     )
-            except (AnalysisException, TableDesignError) as exc:
+            except REFUSED as exc:
                 refusal = exc
         if refusal is None:
             table_summary = group.summaries[target.name]
             table_summary.design_changes += target.design_changes
             applied.add(target.name)
         else:
-            table_summary, refused = _refuse_table(ctx, changes, target.name, table.rows, refusal)
+            table_summary, refused = refuse_table(ctx, changes, target.name, table.rows, refusal)
             dead.append(refused)
-        _account(summary, table_summary)
+        account(summary, table_summary)
     for name in group.write_tombstones(applied):
         ctx.tombstone_index.add(name)
     errors = group.errors(applied)
@@ -249,65 +247,8 @@ def _apply_alone(
     summary: RunSummary,
     evolve: bool,
 ) -> list[DataFrame]:
-    target = table.target
-    try:
-        table_summary, bad = _apply_plain(ctx, target, created, table.rows, changes, False)
-        letters = [bad] if bad is not None else []
-        if not evolve:
-            summary.ignored_values += ignored_rows(
-                ctx.spark, changes, target.name, target.identifier
-            )
-    except (AnalysisException, TableDesignError) as exc:
-        table_summary, refused = _refuse_table(ctx, changes, target.name, table.rows, exc)
-        letters = [refused]
-    _account(summary, table_summary)
-    return letters
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
-
-
-def _why(exc: Exception) -> str:
-    return f"could not be applied: {_first_line(exc)}"
-
-
-def _committed_in_batch(ctx: TableContext, name: str) -> bool:
-    """Whether a commit of this batch already changed the table (then it is not refused whole)."""
-    identifier = qualified(ctx.catalog, ctx.namespace, name)
-    if name not in ctx.existing and not ctx.spark.catalog.tableExists(identifier):
-        return False
-    mine = ctx.spark.sql(f"SELECT summary FROM {identifier}.snapshots").where(
-        F.col("summary").getItem(BATCH_PROPERTY) == str(ctx.batch_id)
-    )
-    return bool(mine.limit(1).count())
-
-
-def _refuse_table(
-    ctx: TableContext, changes: DataFrame, name: str, rows: int, exc: Exception
-) -> tuple[TableSummary, DataFrame]:
-    """Every change aimed at a table, as dead letters with one reason: the table's own fault (a
-    mirror altered by hand, a name or type Spark refuses, table options that do not fit its
-    columns), as long as none of its changes were committed; the other tables of the batch flow.
-    Raises ``exc`` again when a commit of the batch changed the table already.
-    """
-    if ctx.arrow is not None:
-        # A table whose creation waited for its rows is made now, empty, as a refused table
-        # always was (and so that the check below finds it).
-        ctx.arrow.create_pending(qualified(ctx.catalog, ctx.namespace, name))
-    if _committed_in_batch(ctx, name):
-        raise exc
-    reason = f"table {name} {_why(exc)}"
-    letters = changes.where(F.col("_cdc_target") == name).select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "row_in_message",
-        F.lit(reason).alias("reason"),
-        F.col("_cdc_source").alias("source_table"),
-        F.lit(name).alias("target_table"),
-    )
-    return TableSummary(name, dead_lettered=rows), letters
+    alone = AloneTable(table.target, created, table.rows, changes)
+    return apply_alone_tables(ctx, [alone], changes, summary, evolve)
 
 
 def _prepare(
@@ -334,40 +275,6 @@ def _prepare(
         )
     ctx.existing.add(base.name)
     return target, created
-
-
-def _apply_plain(
-    ctx: TableContext,
-    target: TargetTable,
-    created: bool,
-    rows: int,
-    changes: DataFrame,
-    fan_out: bool,
-) -> tuple[TableSummary, DataFrame | None]:
-    """One prepared table without statements in the batch: one segment (none if its source was
-    dropped)."""
-    if target.source_dropped:
-        return TableSummary(target.name, messages=rows, source_dropped=rows), None
-    mine = changes
-    if fan_out:
-        mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(target.name)))
-    if target.keys:
-        table_summary, bad = apply_table(
-            ctx.spark,
-            mine,
-            target,
-            ctx.batch_id,
-            rows,
-            created,
-            resumed=ctx.resumed,
-            tombstone_index=ctx.tombstone_index,
-        )
-    else:
-        table_summary, bad = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows)
-        table_summary.append_only = True
-    table_summary.created = table_summary.created or created or target.created_in_batch
-    table_summary.design_changes += target.design_changes
-    return table_summary, bad
 
 
 def _keyed(spark: SparkSession, batch: Batch, inventory: TargetInventory) -> bool:

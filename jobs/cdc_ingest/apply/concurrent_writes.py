@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 # Tables written at once, at most: past a few, their jobs only queue for the same cores.
 WRITERS = 4
 POOL_PROPERTY = "spark.scheduler.pool"
+# Held by a write into the namespace's one ``_cdc_tombstones`` table: writes at once commit to it
+# one at a time, or a MERGE into it could fail Iceberg's validation against another's append.
+TOMBSTONE_WRITES = threading.Lock()
 
 Table = TypeVar("Table")
 

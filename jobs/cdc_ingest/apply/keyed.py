@@ -23,6 +23,7 @@ from cdc_ingest.apply.actions import (
     UPDATE,
 )
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
+from cdc_ingest.apply.concurrent_writes import TOMBSTONE_WRITES
 from cdc_ingest.apply.few_keys import rows_of_keys, semi_joined
 from cdc_ingest.apply.keyed_writes import (
     append_target,
@@ -299,21 +300,18 @@ def apply_table(
     of the attempt that changed the table, not its own (which finds those changes applied).
 
     Args:
-        spark: the session.
+        spark, target, batch_id: the session, the table, the batch.
         changes: the batch's changes (cached), every table's.
-        target: the table.
-        batch_id: the batch.
         rows: how many of ``changes`` are aimed at this table (the batch inventory counted them),
             so that typing errors cost a pass of their own only when there are some.
         created: whether this run created the table (``prepare_target`` creates it with a plain
             CREATE, so only one writer can), which then holds no rows to compare with.
-        part: which part of the batch's changes to the table (segments around DDL statements).
-        resumed: whether the batch was started by an earlier run.
+        part: which part of the batch's changes to the table (segments around DDL statements);
+            ``resumed``: whether the batch was started by an earlier run.
         tombstone_index: the batch's index of tables with tombstones (default: probe them).
 
-    Returns:
-        The summary and a dead-letter frame with ``_cdc_file_idx``, ``_cdc_line``, ``reason``,
-        ``source_table`` and ``target_table``, only valid until the next batch.
+    The dead-letter frame (``_cdc_file_idx``, ``_cdc_line``, ``reason``, ``source_table``,
+    ``target_table``) is only valid until the next batch.
     """
     # Typed inside the collapse's first stage; the typing errors type the rows again, in a pass
     # of their own, only when the counts below say there are some (else an empty plan).
@@ -383,15 +381,17 @@ def apply_table(
         tombstoned = summary.deleted + summary.deleted_absent
         tombstoned += counts.get((INSERT, True), (0, 0))[0]
         if tombstoned:
-            if tombstones and moves_held_tombstones(counts):
-                with stage("merge into tombstones"):
-                    # Counted before the classification: the count only chooses the filter.
-                    merge_tombstones(
-                        spark, classified, target, changes=tombstoned, held=tombstone_rows
-                    )
-            else:
-                with stage("append new tombstones"):
-                    append_tombstones(classified, target.tombstones, batch_id, target.name)
+            # One commit at a time into the tombstones tables applied at once share (alone_tables).
+            with TOMBSTONE_WRITES:
+                if tombstones and moves_held_tombstones(counts):
+                    with stage("merge into tombstones"):
+                        # Counted before the classification: the count only chooses the filter.
+                        merge_tombstones(
+                            spark, classified, target, changes=tombstoned, held=tombstone_rows
+                        )
+                else:
+                    with stage("append new tombstones"):
+                        append_tombstones(classified, target.tombstones, batch_id, target.name)
             index.add(target.name)
     if earlier is not None:
         for name in (*OUTCOMES, "created"):

@@ -363,10 +363,12 @@ class TombstoneIndex:
     def holds(self, table: str) -> bool:
         """Whether ``table`` may have tombstones."""
         if self._tables is None:
-            self._tables = set()
+            # Set once read whole: tables applied at once (apply/alone_tables) may ask meanwhile.
+            tables: set[str] = set()
             if holds_rows(self.spark, self.identifier):
                 found = self.spark.table(self.identifier).select("target_table").distinct()
-                self._tables = {r["target_table"] for r in found.collect()}
+                tables = {r["target_table"] for r in found.collect()}
+            self._tables = tables
         return table in self._tables
 
     def add(self, table: str) -> None:
