@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply.append_only import apply_append_only
 from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
 from cdc_ingest.apply.concurrent_writes import write_each
-from cdc_ingest.apply.keyed import apply_table
+from cdc_ingest.apply.segmented import TableContext, apply_segment
 from cdc_ingest.schema.evolution import ignored_rows
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.state.summary import TableSummary
@@ -31,7 +30,6 @@ from cdc_ingest.table_options import TableDesignError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from cdc_ingest.apply.segmented import TableContext
     from cdc_ingest.state.summary import RunSummary
 
 # What makes a table's failure its own (the batch's other tables flow): anything else is the
@@ -114,21 +112,7 @@ def apply_plain(
     mine = changes
     if fan_out:
         mine = changes.withColumn("_cdc_target", F.coalesce("_cdc_target", F.lit(target.name)))
-    if target.keys:
-        table_summary, bad = apply_table(
-            ctx.spark,
-            mine,
-            target,
-            ctx.batch_id,
-            rows,
-            created,
-            resumed=ctx.resumed,
-            tombstone_index=ctx.tombstone_index,
-        )
-    else:
-        table_summary, bad = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows)
-        table_summary.append_only = True
-    table_summary.created = table_summary.created or created or target.created_in_batch
+    table_summary, bad = apply_segment(ctx, target, created, rows, mine)
     table_summary.design_changes += target.design_changes
     return table_summary, bad
 

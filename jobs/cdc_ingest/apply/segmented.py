@@ -30,6 +30,7 @@ from cdc_ingest.schema.target import (
     KEYS_PROPERTY,
     SOURCE_DROPPED_PROPERTY,
     TargetInventory,
+    TargetTable,
     prepare_target,
     table_properties,
 )
@@ -69,6 +70,35 @@ class TableContext:
     table_options: PipelineTableOptions = field(default_factory=PipelineTableOptions)
     # pyiceberg's view of the catalog: creates and appends small tables without a JVM call each.
     arrow: ArrowCatalog | None = None
+
+
+def apply_segment(
+    ctx: TableContext,
+    target: TargetTable,
+    created: bool,
+    rows: int,
+    changes: DataFrame,
+    index: int = 0,
+) -> tuple[TableSummary, DataFrame]:
+    """One segment of a table's changes (the ``index``-th around its statements; a table without
+    statements has one): merged through ``keyed.apply_table``, or appended to a keyless table."""
+    if target.keys:
+        part, errors = apply_table(
+            ctx.spark,
+            changes,
+            target,
+            ctx.batch_id,
+            rows,
+            created,
+            part=str(index),
+            resumed=ctx.resumed,
+            tombstone_index=ctx.tombstone_index,
+        )
+    else:
+        part, errors = apply_append_only(ctx.spark, changes, target, ctx.batch_id, rows, index)
+        part.append_only = True
+    part.created = part.created or created or target.created_in_batch
+    return part, errors
 
 
 def _add(total: TableSummary, part: TableSummary) -> None:
@@ -241,22 +271,7 @@ def apply_with_ddl(
                 rows = 0
         if rows and not stopped:
             mine = segmented.where(F.col(SEGMENT) == index).drop(SEGMENT)
-            if target.keys:
-                part, errors = apply_table(
-                    ctx.spark,
-                    mine,
-                    target,
-                    ctx.batch_id,
-                    rows,
-                    created,
-                    part=str(index),
-                    resumed=ctx.resumed,
-                    tombstone_index=ctx.tombstone_index,
-                )
-            else:
-                part, errors = apply_append_only(ctx.spark, mine, target, ctx.batch_id, rows, index)
-                part.append_only = True
-            part.created = part.created or created or target.created_in_batch
+            part, errors = apply_segment(ctx, target, created, rows, mine, index)
             _add(total, part)
             bad.append(errors)
         if index == len(events):
