@@ -127,6 +127,11 @@ def test_a_commit_while_a_small_table_is_rewritten_sends_it_to_the_guarded_merge
     assert wrote == [True]
     assert lake.rows("orders") == [{"id": 1, "v": "other"}, {"id": 2, "v": "y"}]
     assert lake.rows("items") == [{"id": 1, "v": "j"}]
+    # The rewrites were staged to be committed together; refused for the moved table, each is
+    # committed alone: items' rewrite stands (one file, no delete file), and orders' changes are
+    # merged by Spark after the other writer's commit.
+    assert lake.snapshot_files("items")[-1] == ("overwrite", "2", "1", "0")
+    assert [s[1] for s in lake.snapshot_files("orders")] == ["1", None, "2"]
 
 
 def test_a_commit_between_a_tables_preparation_and_its_classification_is_kept(

@@ -157,6 +157,32 @@ def test_small_tables_are_rewritten_in_one_commit_without_delete_files(lake):
     assert (order["_cdc_op"], order["_cdc_batch_id"]) == ("UPDATE", 2)
 
 
+def test_a_small_table_rewritten_batch_after_batch_keeps_two_manifests(lake):
+    _two_small_tables(lake)
+    lake.run("shop")
+    for batch in (3, 4, 5):
+        lake.land(
+            "shop",
+            f"00{batch}.json",
+            [
+                row_message("orders", "UPDATE", {"id": 1, "v": f"a{batch}"}, 10 * batch),
+                row_message("items", "UPDATE", {"id": 1, "v": f"x{batch}"}, 10 * batch + 1),
+            ],
+        )
+        lake.run("shop")
+
+        # The current snapshot lists the manifest of its one data file and the one recording the
+        # file it replaced; the earlier rewrites' records stay with their own snapshots (each
+        # rewrite carried them all on before: 1 + the number of rewrites).
+        manifests = lake.spark.sql(
+            f"SELECT added_data_files_count, existing_data_files_count, deleted_data_files_count"
+            f" FROM {lake.catalog}.ods.orders.manifests ORDER BY deleted_data_files_count"
+        ).collect()
+        assert [tuple(m) for m in manifests] == [(1, 0, 0), (0, 0, 1)]
+        assert lake.snapshot_files("orders")[-1] == ("overwrite", str(batch), "1", "0")
+    assert lake.rows("orders") == [{"id": 1, "v": "a5"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
+
+
 def test_a_table_larger_than_a_rewrite_is_merged(lake, monkeypatch):
     from cdc_ingest.apply import existing_tables
 
@@ -281,26 +307,47 @@ def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lak
     assert outcomes(third)["items"] == (2, 0, 1, 0, 0, 1, 0, 0)
 
 
-def test_a_small_table_is_prepared_read_and_rewritten_from_one_load(lake, monkeypatch):
+def test_small_tables_are_prepared_read_rewritten_and_committed_from_one_load(lake, monkeypatch):
     from pyiceberg.catalog.sql import SqlCatalog
+
+    from cdc_ingest.state import arrow_catalog
 
     _two_small_tables(lake)
     loaded: list[str] = []
     load_table = SqlCatalog.load_table
+    committed_alone: list[str] = []
+    commit_table = SqlCatalog.commit_table
+    committed_together: list[list[str]] = []
+    commit_staged = arrow_catalog.commit_staged
 
     def counted(catalog: Any, identifier: Any) -> Any:
         loaded.append(identifier[-1] if isinstance(identifier, tuple) else identifier)
         return load_table(catalog, identifier)
 
+    def alone(catalog: Any, table: Any, *args: Any) -> Any:
+        committed_alone.append(table.name()[-1])
+        return commit_table(catalog, table, *args)
+
+    def together(catalog: Any, staged: list[Any]) -> Any:
+        committed_together.append(sorted(commit.identifier[1] for commit in staged))
+        return commit_staged(catalog, staged)
+
     monkeypatch.setattr(SqlCatalog, "load_table", counted)
+    monkeypatch.setattr(SqlCatalog, "commit_table", alone)
+    monkeypatch.setattr(arrow_catalog, "commit_staged", together)
     summary = lake.run("shop")
 
-    assert lake.snapshot_files("orders")[-1][0] == "overwrite"
+    assert lake.snapshot_files("orders")[-1] == ("overwrite", "2", "1", "0")
+    assert lake.snapshot_files("items")[-1] == ("overwrite", "2", "1", "0")
     assert outcomes(summary)["orders"] == (3, 1, 1, 1, 0, 0, 0, 0)
-    # Each table is loaded for its preparation (columns, properties), which its classification's
-    # read of keys and orders and its rewrite reuse, and by the catalog checking the rewrite's
-    # commit against the current metadata (four loads each before).
-    assert sorted(n for n in loaded if n in ("orders", "items")) == ["items"] * 2 + ["orders"] * 2
+    assert lake.rows("items") == [{"id": 1, "v": "x2"}]
+    # Each table is loaded once, for its preparation (columns, properties), which its
+    # classification's read of keys and orders and its rewrite reuse (four loads each before,
+    # two while pyiceberg's commit loaded it again); both rewrites are committed in one catalog
+    # transaction, neither by pyiceberg's commit of one table.
+    assert sorted(n for n in loaded if n in ("orders", "items")) == ["items", "orders"]
+    assert committed_together == [["items", "orders"]]
+    assert not {"items", "orders"} & set(committed_alone)
 
 
 def test_a_column_added_to_a_small_table_in_a_group_is_written_by_its_rewrite(lake):

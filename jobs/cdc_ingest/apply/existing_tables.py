@@ -19,7 +19,7 @@ written in one commit.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
@@ -350,8 +350,8 @@ def write_group(
 
     Tables this run created are written one after another (through pyiceberg where it can take
     them, registered together after the last write). Of the tables holding rows, the small ones
-    are rewritten through pyiceberg, and the others merged (or appended) by Spark, several at
-    once (``concurrent_writes``)."""
+    are rewritten through pyiceberg (committed together after the last rewrite), and the others
+    merged (or appended) by Spark, several at once (``concurrent_writes``)."""
     refused = (AnalysisException, TableDesignError)
     refusals: dict[str, Exception] = {}
     if not isinstance(group, ExistingGroup):
@@ -363,12 +363,18 @@ def write_group(
                     refusals[table.target.name] = exc
         return refusals
     by_spark: list[FreshTable] = []
-    for table in members:
-        try:
-            if not group.write_small(table, arrow):
-                by_spark.append(table)
-        except refused as exc:
-            refusals[table.target.name] = exc
+    together: AbstractContextManager[set[str]] = (
+        arrow.rewritten_together() if arrow is not None else nullcontext(set())
+    )
+    with together as moved:
+        for table in members:
+            try:
+                if not group.write_small(table, arrow):
+                    by_spark.append(table)
+            except refused as exc:
+                refusals[table.target.name] = exc
+    # A table another writer committed to while it was rewritten: its MERGE compares orders again.
+    by_spark += [t for t in members if t.target.identifier in moved]
     refusals.update(write_each(spark, by_spark, group.write_by_spark, _table_name, refused))
     return refusals
 

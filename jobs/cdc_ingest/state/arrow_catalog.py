@@ -25,11 +25,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cdc_ingest.state import copy_on_write
 from cdc_ingest.state.first_snapshot import register_tables, stage_with_rows
 from cdc_ingest.state.iceberg_schema import as_table_rows, iceberg_schema, spark_type_of
+from cdc_ingest.state.staged_commits import StagedCommit, can_stage, commit_staged, stage_commit
 from cdc_ingest.state.warehouse_errors import warehouse_failures
 
 if TYPE_CHECKING:
@@ -70,6 +72,8 @@ class ArrowCatalog:
         # Within ``created_together``: the tables appends made, not yet registered in the catalog
         # (identifier, first metadata file).
         self._staged: list[tuple[tuple[str, str], str]] | None = None
+        # Within ``rewritten_together``: the rewrites staged, not yet committed (identifier).
+        self._rewrites: list[tuple[str, StagedCommit]] | None = None
 
     def _opened(self) -> Any:
         if self._catalog is None and self.available:
@@ -184,6 +188,30 @@ class ArrowCatalog:
             more = f" and {len(staged) - 3} more" if len(staged) > 3 else ""
             with warehouse_failures(f"pyiceberg create of {names}{more}"):
                 register_tables(self._opened(), staged)
+
+    @contextmanager
+    def rewritten_together(self) -> Iterator[set[str]]:
+        """The rewrites ``replace_rows`` makes in the block are committed together when it ends
+        (``staged_commits``: one transaction in a SQL catalog); the set yielded then holds the
+        identifiers of those another writer's commit left out, whose changes the caller merges
+        by Spark instead. A block that raises commits none.
+
+        Raises:
+            WarehouseWriteError: the catalog failed.
+        """
+        moved: set[str] = set()
+        self._rewrites = []
+        try:
+            yield moved
+            staged = self._rewrites
+        finally:
+            self._rewrites = None
+        if staged:
+            with warehouse_failures(f"pyiceberg commit of {len(staged)} rewritten tables"):
+                left = commit_staged(self._opened(), [commit for _, commit in staged])
+            moved.update(identifier for identifier, commit in staged if commit in left)
+            for commit in left:
+                log.info("%s.%s changed meanwhile: merged by Spark", *commit.identifier)
 
     def _create_deferred(
         self,
@@ -376,12 +404,19 @@ class ArrowCatalog:
             if marks is not None and marks.num_rows:
                 parts.append(copy_on_write.marked_rows(rows, marks, keys))
             after = pa.concat_tables([as_table_rows(part, schema) for part in parts])
+            commit = None
+            if self._rewrites is not None and can_stage(catalog):
+                commit = partial(self._stage_rewrite, identifier)
             try:
-                copy_on_write.overwrite(table, tasks, after, properties)
+                copy_on_write.overwrite(table, tasks, after, properties, commit)
             except (CommitFailedException, ValidationException) as exc:
                 log.info("%s.%s changed meanwhile (%s): merged by Spark", namespace, name, exc)
                 return False
         return True
+
+    def _stage_rewrite(self, identifier: str, table: Any, transaction: Any) -> None:
+        assert self._rewrites is not None
+        self._rewrites.append((identifier, stage_commit(self._catalog, table, transaction)))
 
 
 def _parts(identifier: str) -> list[str]:

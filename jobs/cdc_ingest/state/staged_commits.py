@@ -1,0 +1,98 @@
+"""The rewrites of many small tables committed to a SQL catalog in one transaction.
+
+A batch into hundreds of small existing tables rewrites each of them (``copy_on_write``), and
+pyiceberg's commit of each loads the table again (a query and its metadata file read and parsed),
+checks the commit against it, then updates the table's row in a session of its own: about a
+third of a small table's rewrite (27 November 2026, 2 cores, SQLite, 100 tables of 333 rows).
+Staged here instead, each rewrite's metadata file is written against the table as the batch
+read it, and the catalog swaps every table's metadata location in one transaction, each only if
+its row still names the metadata the rewrite started from (the check Iceberg's JDBC catalog and
+pyiceberg's make). If another writer moved one of the tables meanwhile, the transaction commits
+none, and each table is then committed alone, so that only the moved ones are left out (their
+changes are merged by Spark instead, comparing orders again) and the files written for them are
+left unreferenced, as after any failed commit.
+
+Private API: the staging and writing of a table's next metadata (``_update_and_stage_table``,
+``_write_metadata``, what pyiceberg's own commit calls) and the SQL catalog's table row
+(``IcebergTables``); pyiceberg is pinned 0.12.*, and tests/test_concurrent_writer.py and
+tests/test_existing_tables.py would catch a change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StagedCommit:
+    """A table's next metadata, written, not yet the catalog's: ``identifier`` (namespace, name),
+    the metadata location it was read at and the one that replaces it."""
+
+    identifier: tuple[str, str]
+    read_at: str
+    replaced_by: str
+
+
+def can_stage(catalog: Any) -> bool:
+    """Whether ``catalog`` is a SQL catalog whose database reports how many rows an update
+    matched (SQLite and PostgreSQL do): its commits can be staged and swapped together."""
+    engine = getattr(catalog, "engine", None)
+    return engine is not None and bool(getattr(engine.dialect, "supports_sane_rowcount", False))
+
+
+def stage_commit(catalog: Any, table: Any, transaction: Any) -> StagedCommit:
+    """Write the metadata that ``transaction``'s updates (on ``table``, as loaded) make, without
+    committing it: its requirements are checked against ``table``, and the catalog's check of the
+    metadata location (``commit_staged``) stands for the reload pyiceberg's commit makes."""
+    from pyiceberg.table.update import AssertTableUUID
+
+    requirements = (*transaction._requirements, AssertTableUUID(uuid=table.metadata.table_uuid))
+    staged = catalog._update_and_stage_table(
+        table, table.name(), requirements, transaction._updates
+    )
+    catalog._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+    namespace, name = table.name()[-2:]
+    return StagedCommit((namespace, name), table.metadata_location, staged.metadata_location)
+
+
+def commit_staged(catalog: Any, staged: list[StagedCommit]) -> list[StagedCommit]:
+    """Make the ``staged`` metadata the catalog's, all in one transaction, or else each alone;
+    returns those not committed, whose table another writer moved since it was read."""
+    from sqlalchemy.orm import Session
+
+    if not staged:
+        return []
+    with Session(catalog.engine) as session:
+        if all(_swap(catalog, session, commit) for commit in staged):
+            session.commit()
+            return []
+        session.rollback()
+    moved = []
+    for commit in staged:
+        with Session(catalog.engine) as session:
+            if _swap(catalog, session, commit):
+                session.commit()
+            else:
+                session.rollback()
+                moved.append(commit)
+    return moved
+
+
+def _swap(catalog: Any, session: Any, commit: StagedCommit) -> bool:
+    """Point the table's row at its new metadata if it still names the metadata it was read at."""
+    from pyiceberg.catalog.sql import IcebergTables
+    from sqlalchemy import update
+
+    namespace, name = commit.identifier
+    statement = (
+        update(IcebergTables)
+        .where(
+            IcebergTables.catalog_name == catalog.name,
+            IcebergTables.table_namespace == namespace,
+            IcebergTables.table_name == name,
+            IcebergTables.metadata_location == commit.read_at,
+        )
+        .values(metadata_location=commit.replaced_by, previous_metadata_location=commit.read_at)
+    )
+    return bool(session.execute(statement).rowcount == 1)
