@@ -310,7 +310,7 @@ def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lak
 def test_small_tables_are_prepared_read_rewritten_and_committed_from_one_load(lake, monkeypatch):
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from cdc_ingest.state import arrow_catalog
+    from cdc_ingest.state import staged_commits
 
     _two_small_tables(lake)
     loaded: list[str] = []
@@ -318,7 +318,7 @@ def test_small_tables_are_prepared_read_rewritten_and_committed_from_one_load(la
     committed_alone: list[str] = []
     commit_table = SqlCatalog.commit_table
     committed_together: list[list[str]] = []
-    commit_staged = arrow_catalog.commit_staged
+    commit_staged = staged_commits.commit_staged
 
     def counted(catalog: Any, identifier: Any) -> Any:
         loaded.append(identifier[-1] if isinstance(identifier, tuple) else identifier)
@@ -334,7 +334,7 @@ def test_small_tables_are_prepared_read_rewritten_and_committed_from_one_load(la
 
     monkeypatch.setattr(SqlCatalog, "load_table", counted)
     monkeypatch.setattr(SqlCatalog, "commit_table", alone)
-    monkeypatch.setattr(arrow_catalog, "commit_staged", together)
+    monkeypatch.setattr(staged_commits, "commit_staged", together)
     summary = lake.run("shop")
 
     assert lake.snapshot_files("orders")[-1] == ("overwrite", "2", "1", "0")

@@ -1,18 +1,16 @@
-"""Creating and appending to small tables through pyiceberg: no JVM round trips, no Spark job.
+"""Creating, appending to and rewriting small tables through pyiceberg: no JVM round trips, no
+Spark job.
 
 A batch that carries a whole database creates hundreds of small tables. Through Spark, each costs
 a creation through Iceberg's Java catalog API (about 40 py4j round trips, 31 ms CPU) and an append
-of a few hundred rows that costs 0.1 to 0.2 CPU-s however small (a job and its tasks, then the
-commit's planning). pyiceberg, over the same catalog (``catalog.properties``), creates such a
-table in about 5 ms and appends rows already collected as Arrow (``apply/fresh_tables``) in about
-20 (measured on 25 November 2026, 2 cores, a SQLite catalog), with the same snapshot properties
-as a Spark commit (``apply/commit_notes``). In a JDBC catalog a table the batch creates for a
-group of new tables is made by its append instead (``create_keyed``'s ``deferred``), its rows'
-snapshot in its first metadata version (``state/first_snapshot``): a third less CPU.
-
-The batch after that changes rows of those small tables: each is rewritten whole
-(``replace_rows``, ``copy_on_write``) instead of merged, and the columns and properties its
-preparation compares are read from one pyiceberg load (``table_facts``) instead of two Spark calls.
+of a few hundred rows that costs 0.1 to 0.2 CPU-s however small. pyiceberg, over the same catalog
+(``catalog.properties``), creates such a table in about 5 ms and appends rows already collected as
+Arrow (``apply/fresh_tables``) in about 20 (25 November 2026, 2 cores, SQLite), with the same
+snapshot properties as a Spark commit (``apply/commit_notes``); in a JDBC catalog, a group's new
+tables are made with their rows in their first metadata version (``state/first_snapshot``) and
+registered together. The batch after that rewrites each small table whole (``replace_rows``,
+``copy_on_write``; committed together, ``staged_commits``) instead of merging it, and reads the
+columns and properties its preparation compares from one load (``table_facts``).
 
 Only what pyiceberg makes exactly as Spark would is done this way: a keyed, unpartitioned,
 unsorted table of format version 2 whose columns are all of the types ``iceberg_schema``
@@ -25,13 +23,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cdc_ingest.state import copy_on_write
 from cdc_ingest.state.first_snapshot import register_tables, stage_with_rows
 from cdc_ingest.state.iceberg_schema import as_table_rows, iceberg_schema, spark_type_of
-from cdc_ingest.state.staged_commits import StagedCommit, can_stage, commit_staged, stage_commit
+from cdc_ingest.state.small_rewrites import SmallTableRewrites
+from cdc_ingest.state.staged_commits import StagedRewrites
 from cdc_ingest.state.warehouse_errors import warehouse_failures
 
 if TYPE_CHECKING:
@@ -47,7 +45,7 @@ log = logging.getLogger(__name__)
 _KINDS = ("jdbc", "rest")
 
 
-class ArrowCatalog:
+class ArrowCatalog(SmallTableRewrites):
     """pyiceberg's view of the batch's catalog, opened at its first use (a batch that creates no
     table never opens it); see :func:`arrow_catalog`."""
 
@@ -73,7 +71,7 @@ class ArrowCatalog:
         # (identifier, first metadata file).
         self._staged: list[tuple[tuple[str, str], str]] | None = None
         # Within ``rewritten_together``: the rewrites staged, not yet committed (identifier).
-        self._rewrites: list[tuple[str, StagedCommit]] | None = None
+        self._rewrites: StagedRewrites | None = None
 
     def _opened(self) -> Any:
         if self._catalog is None and self.available:
@@ -189,30 +187,6 @@ class ArrowCatalog:
             with warehouse_failures(f"pyiceberg create of {names}{more}"):
                 register_tables(self._opened(), staged)
 
-    @contextmanager
-    def rewritten_together(self) -> Iterator[set[str]]:
-        """The rewrites ``replace_rows`` makes in the block are committed together when it ends
-        (``staged_commits``: one transaction in a SQL catalog); the set yielded then holds the
-        identifiers of those another writer's commit left out, whose changes the caller merges
-        by Spark instead. A block that raises commits none.
-
-        Raises:
-            WarehouseWriteError: the catalog failed.
-        """
-        moved: set[str] = set()
-        self._rewrites = []
-        try:
-            yield moved
-            staged = self._rewrites
-        finally:
-            self._rewrites = None
-        if staged:
-            with warehouse_failures(f"pyiceberg commit of {len(staged)} rewritten tables"):
-                left = commit_staged(self._opened(), [commit for _, commit in staged])
-            moved.update(identifier for identifier, commit in staged if commit in left)
-            for commit in left:
-                log.info("%s.%s changed meanwhile: merged by Spark", *commit.identifier)
-
     def _create_deferred(
         self,
         namespace: str,
@@ -319,104 +293,6 @@ class ArrowCatalog:
         _, namespace, name = _parts(identifier)
         self._loaded.pop((namespace, name), None)
         self._read.pop((namespace, name), None)
-
-    def read_columns(
-        self, identifier: str, columns: list[str], max_rows: int
-    ) -> tuple[int, pa.Table] | None:
-        """A small table's current snapshot id and its ``columns`` at that snapshot, read by
-        pyiceberg: what ``replace_rows`` could rewrite (see there), else None (Spark reads it).
-        A table ``table_facts`` loaded is read as of that load: a commit by another writer since
-        then makes its rewrite fail the overwrite's validation (and its MERGE compare orders
-        again), as one after this read does.
-
-        Raises:
-            WarehouseWriteError: the catalog or the warehouse failed.
-        """
-        _, namespace, name = _parts(identifier)
-        with warehouse_failures(f"pyiceberg read of {namespace}.{name}"):
-            catalog = self._opened()
-            if catalog is None:
-                return None
-            table = self._loaded.pop((namespace, name), None)
-            if table is None:
-                table = catalog.load_table((namespace, name))
-            snapshot = table.current_snapshot()
-            if snapshot is None or not copy_on_write.rewritable(table, snapshot, max_rows):
-                return None
-            if not set(columns) <= {f.name for f in table.schema().fields}:
-                return None  # a mirror altered by hand: Spark's read names what is missing
-            scan = table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=tuple(columns))
-            tasks = list(scan.plan_files())
-            rows = copy_on_write.rows_of(table, tasks, scan.projection())
-            self._read[(namespace, name)] = (table, snapshot.snapshot_id, tasks)
-            return snapshot.snapshot_id, rows
-
-    def replace_rows(
-        self,
-        identifier: str,
-        read_at: int | None,
-        keys: tuple[str, ...],
-        removed: pa.Table,
-        added: pa.Table,
-        properties: dict[str, str],
-        max_rows: int,
-        marks: pa.Table | None = None,
-    ) -> bool:
-        """Copy-on-write of a small table: its rows as of snapshot ``read_at`` without those whose
-        ``keys`` are in ``removed``, plus ``added``, replace all of its data files in one
-        overwrite commit carrying ``properties``; the held rows of ``marks``' keys (soft deletes,
-        also in ``removed``) come back with ``marks``' other columns (``copy_on_write``). False,
-        writing nothing, when the table is left to Spark: not written as Spark would write it,
-        moved on since ``read_at``, holding delete files, more than ``max_rows`` rows or a
-        column ``added`` lacks; or another writer committed a change to its data meanwhile
-        (pyiceberg's validation of the overwrite: the caller then merges through Spark,
-        comparing orders again). A table ``read_columns`` read
-        at ``read_at`` is not loaded again: a commit since then fails the overwrite's validation
-        as one during the rewrite does.
-
-        Raises:
-            WarehouseWriteError: the catalog or the warehouse failed.
-        """
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        from pyiceberg.exceptions import CommitFailedException, ValidationException
-
-        _, namespace, name = _parts(identifier)
-        with warehouse_failures(f"pyiceberg rewrite of {namespace}.{name}"):
-            catalog = self._opened()
-            if catalog is None:
-                return False
-            table, at, tasks = self._read.pop((namespace, name), (None, None, []))
-            if table is None or at != read_at:
-                table = catalog.load_table((namespace, name))
-                tasks = []
-            snapshot = table.current_snapshot()
-            moved = snapshot is None or snapshot.snapshot_id != read_at
-            if moved or not copy_on_write.rewritable(table, snapshot, max_rows):
-                return False
-            schema = table.schema()
-            if any(f.name not in added.column_names for f in schema.fields):
-                return False  # a column the changes do not write keeps its values in a MERGE
-            tasks = tasks or list(table.scan(snapshot_id=read_at).plan_files())
-            rows = copy_on_write.rows_of(table, tasks, schema)
-            kept = rows.filter(pc.invert(copy_on_write.key_in(rows, removed, keys)))
-            parts = [kept, added]
-            if marks is not None and marks.num_rows:
-                parts.append(copy_on_write.marked_rows(rows, marks, keys))
-            after = pa.concat_tables([as_table_rows(part, schema) for part in parts])
-            commit = None
-            if self._rewrites is not None and can_stage(catalog):
-                commit = partial(self._stage_rewrite, identifier)
-            try:
-                copy_on_write.overwrite(table, tasks, after, properties, commit)
-            except (CommitFailedException, ValidationException) as exc:
-                log.info("%s.%s changed meanwhile (%s): merged by Spark", namespace, name, exc)
-                return False
-        return True
-
-    def _stage_rewrite(self, identifier: str, table: Any, transaction: Any) -> None:
-        assert self._rewrites is not None
-        self._rewrites.append((identifier, stage_commit(self._catalog, table, transaction)))
 
 
 def _parts(identifier: str) -> list[str]:

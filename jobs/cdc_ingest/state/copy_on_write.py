@@ -57,6 +57,28 @@ def rows_of(table: Any, tasks: list[Any], schema: Any) -> pa.Table:
     return scan.to_table(tasks)
 
 
+def rewritten(
+    rows: pa.Table,
+    keys: tuple[str, ...],
+    removed: pa.Table,
+    added: pa.Table,
+    marks: pa.Table | None,
+    schema: Any,
+) -> pa.Table:
+    """A table's rows after a rewrite, in its ``schema``: ``rows`` without those whose ``keys``
+    are in ``removed``, plus ``added``, plus the rows of ``marks``' keys with ``marks``' other
+    columns (``marked_rows``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cdc_ingest.state.iceberg_schema import as_table_rows
+
+    parts = [rows.filter(pc.invert(key_in(rows, removed, keys))), added]
+    if marks is not None and marks.num_rows:
+        parts.append(marked_rows(rows, marks, keys))
+    return pa.concat_tables([as_table_rows(part, schema) for part in parts])
+
+
 def key_in(rows: pa.Table, removed: pa.Table, keys: tuple[str, ...]) -> pa.ChunkedArray:
     """Whether each row's key is one of ``removed``'s (same column types as ``rows``)."""
     import pyarrow as pa

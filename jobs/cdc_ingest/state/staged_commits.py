@@ -20,8 +20,11 @@ tests/test_existing_tables.py would catch a change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -96,3 +99,23 @@ def _swap(catalog: Any, session: Any, commit: StagedCommit) -> bool:
         .values(metadata_location=commit.replaced_by, previous_metadata_location=commit.read_at)
     )
     return bool(session.execute(statement).rowcount == 1)
+
+
+@dataclass
+class StagedRewrites:
+    """The rewrites of a block (``ArrowCatalog.rewritten_together``), staged to be committed
+    together; ``moved`` holds, once committed, the identifiers of those left out."""
+
+    staged: list[tuple[str, StagedCommit]] = field(default_factory=list)
+    moved: set[str] = field(default_factory=set)
+
+    def stage(self, catalog: Any, identifier: str, table: Any, transaction: Any) -> None:
+        """Stage ``transaction``'s commit to ``table`` (``stage_commit``) as ``identifier``'s."""
+        self.staged.append((identifier, stage_commit(catalog, table, transaction)))
+
+    def commit(self, catalog: Any) -> None:
+        """Commit every staged rewrite (``commit_staged``); note those left out in ``moved``."""
+        left = commit_staged(catalog, [commit for _, commit in self.staged])
+        self.moved.update(identifier for identifier, commit in self.staged if commit in left)
+        for commit in left:
+            log.info("%s.%s changed meanwhile: merged by Spark", *commit.identifier)
