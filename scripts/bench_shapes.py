@@ -19,7 +19,8 @@
 
 CPU is that of the whole process tree (this interpreter, Spark's JVM and its Python workers), so
 other load on the machine matters less than for wall time. The many-tables shapes and their one
-table are measured twice, alternating, and each side's least CPU is compared (``ROUNDS``). ``--quick`` runs a tenth of each size.
+table are measured twice, alternating, and each side's least CPU is compared (``ROUNDS``).
+``--quick`` runs a tenth of each size.
 Every batch's summary must add up; the exit status is 1 only when one does not (never on a ratio:
 machines are noisy).
 """
