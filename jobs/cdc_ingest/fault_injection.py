@@ -3,8 +3,9 @@
 - ``CDC_INGEST_FAIL_AT=<step>``: at a named step of the batch (``after_plan``, ``after_tables``,
   ``before_checkpoint``).
 - ``CDC_INGEST_FAIL_AFTER_COMMITS=<n>``: right after the run's n-th write to the catalog (a
-  ``writeTo(...).append()``, a pyiceberg ``Table.append`` or a SQL MERGE, INSERT, UPDATE, DELETE,
-  CREATE, ALTER or DROP, but not the ``CREATE ... IF NOT EXISTS`` every run repeats): any commit
+  ``writeTo(...).append()``, a pyiceberg commit, tables created or rewrites committed together
+  in one catalog transaction, or a SQL MERGE, INSERT, UPDATE, DELETE, CREATE, ALTER or DROP,
+  but not the ``CREATE ... IF NOT EXISTS`` every run repeats): any commit
   point of the batch, chosen by the chaos test.
 
 Nothing here is active unless one of the variables is set.
@@ -75,6 +76,24 @@ def install_commit_fault() -> None:
             committed("pyiceberg commit")
         return result
 
+    from cdc_ingest.state import arrow_catalog, staged_commits
+
+    # Commits of many tables in one catalog transaction, which no transaction's commit makes.
+    commit_staged = staged_commits.commit_staged
+    register_tables = arrow_catalog.register_tables  # type: ignore[attr-defined]
+
+    def commit_staged_and_count(catalog: Any, staged: list[Any]) -> Any:
+        left = commit_staged(catalog, staged)
+        if staged:
+            committed("pyiceberg commit of rewrites")
+        return left
+
+    def register_tables_and_count(catalog: Any, staged: list[Any]) -> None:
+        register_tables(catalog, staged)
+        committed("pyiceberg create")
+
+    staged_commits.commit_staged = commit_staged_and_count
+    arrow_catalog.register_tables = register_tables_and_count  # type: ignore[attr-defined]
     SparkSession.sql = sql  # type: ignore[method-assign,assignment]
     DataFrameWriterV2.append = append_and_count  # type: ignore[method-assign]
     Transaction.commit_transaction = arrow_commit_and_count  # type: ignore[method-assign]
