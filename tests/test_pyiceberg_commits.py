@@ -68,3 +68,30 @@ def test_an_append_that_loses_a_race_is_retried_on_the_winners_metadata(table: A
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [1, 2]
     history = [s.summary["cdc.batch-id"] for s in table.snapshots()]
     assert history == ["2", "1"]
+
+
+def test_appends_merge_the_manifests_once_they_are_as_many_as_the_table_says(table: Any) -> None:
+    with table.transaction() as setting:
+        setting.set_properties({"commit.manifest.min-count-to-merge": "3"})
+    manifests = []
+    for key in range(4):
+        with copy_on_write.transaction_of(table) as transaction:
+            transaction.append(rows(key))
+        manifests.append(len(table.current_snapshot().manifests(table.io)))
+
+    # As Iceberg's Java appends: the third append's three manifests become one, the fourth adds
+    # one (pyiceberg's fast append keeps one per append: 1, 2, 3, 4).
+    assert manifests == [1, 2, 1, 2]
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]
+
+
+def test_appends_keep_a_manifest_each_where_the_table_turns_merging_off(table: Any) -> None:
+    with table.transaction() as setting:
+        setting.set_properties(
+            {"commit.manifest.min-count-to-merge": "2", "commit.manifest-merge.enabled": "false"}
+        )
+    for key in range(3):
+        with copy_on_write.transaction_of(table) as transaction:
+            transaction.append(rows(key))
+
+    assert len(table.current_snapshot().manifests(table.io)) == 3

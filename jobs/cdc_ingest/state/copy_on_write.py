@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def transaction_of(table: Any) -> Any:
-    """A pyiceberg transaction on ``table`` that computes its pending metadata once per change.
+    """A pyiceberg transaction on ``table`` that computes its pending metadata once per change,
+    and whose appends merge manifests as Iceberg's Java appends do.
 
     pyiceberg's ``Transaction.table_metadata`` applies every staged update to the table's
     metadata and deep-copies the result on each read, and an append reads it about 16 times: a
@@ -40,11 +41,54 @@ def transaction_of(table: Any) -> Any:
                 self._computed = (self._table.metadata, self._updates, metadata)
                 return metadata
 
+            def _append_snapshot_producer(
+                self, snapshot_properties: dict[str, str], branch: str | None = "main"
+            ) -> Any:
+                return _merge_append_of(self, self._table.io, snapshot_properties, branch)
+
         _REUSING_TRANSACTION = ReusingTransaction
     return _REUSING_TRANSACTION(table)
 
 
 _REUSING_TRANSACTION: Any = None
+
+
+def _merge_append_of(
+    transaction: Any, io: Any, properties: dict[str, str], branch: str | None
+) -> Any:
+    """pyiceberg's merging APPEND producer, merging the table's manifests once they are as many
+    as ``commit.manifest.min-count-to-merge`` (100) unless ``commit.manifest-merge.enabled`` is
+    false: Iceberg's Java defaults, where pyiceberg's is not to merge. A system table appended
+    every batch gained a manifest a batch until ``maintain`` compacted it, each one read by every
+    batch's bookkeeping."""
+    global _MERGE_APPEND_FILES
+    if _MERGE_APPEND_FILES is None:
+        from pyiceberg.table import TableProperties
+        from pyiceberg.table.update.snapshot import _MergeAppendFiles
+        from pyiceberg.utils.properties import property_as_bool
+
+        class MergeAppendFiles(_MergeAppendFiles):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self._merge_enabled = property_as_bool(
+                    self._transaction.table_metadata.properties,
+                    TableProperties.MANIFEST_MERGE_ENABLED,
+                    True,
+                )
+
+        _MERGE_APPEND_FILES = MergeAppendFiles
+    from pyiceberg.table.snapshots import Operation
+
+    return _MERGE_APPEND_FILES(
+        operation=Operation.APPEND,
+        transaction=transaction,
+        io=io,
+        branch=branch,
+        snapshot_properties=properties,
+    )
+
+
+_MERGE_APPEND_FILES: Any = None
 
 
 def rows_of(table: Any, tasks: list[Any], schema: Any) -> pa.Table:
