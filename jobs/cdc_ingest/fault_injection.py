@@ -63,18 +63,15 @@ def install_commit_fault() -> None:
         append(self)
         committed("append")
 
-    from pyiceberg.table import Transaction
+    from pyiceberg.table import Table
 
-    # Every pyiceberg commit of a table goes through here (``Table.append`` included), whatever
-    # transaction class made it (``copy_on_write.transaction_of``).
-    arrow_commit = Transaction.commit_transaction
+    # Every pyiceberg commit of one table goes through here (a transaction's, ``Table.append``'s,
+    # a rewrite's), whatever made it; one refused by the catalog raises and is not counted.
+    arrow_commit = Table._do_commit
 
-    def arrow_commit_and_count(self: Transaction) -> Any:
-        staged = len(self._updates) > 0
-        result = arrow_commit(self)
-        if staged:
-            committed("pyiceberg commit")
-        return result
+    def arrow_commit_and_count(self: Table, *args: Any, **kwargs: Any) -> None:
+        arrow_commit(self, *args, **kwargs)
+        committed("pyiceberg commit")
 
     from cdc_ingest.state import arrow_catalog, staged_commits
 
@@ -96,4 +93,4 @@ def install_commit_fault() -> None:
     arrow_catalog.register_tables = register_tables_and_count  # type: ignore[attr-defined]
     SparkSession.sql = sql  # type: ignore[method-assign,assignment]
     DataFrameWriterV2.append = append_and_count  # type: ignore[method-assign]
-    Transaction.commit_transaction = arrow_commit_and_count  # type: ignore[method-assign]
+    Table._do_commit = arrow_commit_and_count  # type: ignore[method-assign]

@@ -166,69 +166,30 @@ def overwrite(
     tasks: list[Any],
     rows: pa.Table,
     properties: dict[str, str],
-    commit: Callable[[Any, Any], None] | None = None,
+    commit: Callable[[Any, tuple[Any, ...], tuple[Any, ...]], None] | None = None,
 ) -> None:
-    """One OVERWRITE snapshot: ``tasks``' data files out, ``rows`` in (``Transaction.overwrite``
-    would commit a DELETE and then an APPEND snapshot, each with the properties), committed by
-    ``commit(table, transaction)`` (``staged_commits``) or else by the transaction itself."""
-    from pyiceberg.expressions import AlwaysTrue
+    """One OVERWRITE snapshot (``overwrite_snapshot``): ``tasks``' data files, every live file of
+    the table's current snapshot, out, ``rows`` in, committed by ``commit(table, updates,
+    requirements)`` (``staged_commits``) or else by the catalog at once.
 
-    # pyiceberg's own writer of a transaction's data files (private: pyiceberg is pinned 0.12.*).
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+    The snapshot lists two manifests, its added files' and the record of the files it replaced:
+    pyiceberg 0.12's overwrite also carried every earlier rewrite's record along, so a small table
+    rewritten each batch gained a manifest a batch, which every read of it opened and no
+    ``maintain`` step removed (after 4 rewrites of 100 tables the fourth cost 2.3 times the
+    first; iceberg-go fixed the same in apache/iceberg-go#1154).
 
-    transaction = transaction_of(table)
-    with _overwrite_of(transaction, table.io, properties) as overwrite:
-        # The predicate makes the commit's validation treat any data another writer added or
-        # removed meanwhile as a conflict (serializable, as Spark's MERGE).
-        overwrite.delete_by_predicate(AlwaysTrue())
-        for task in tasks:
-            overwrite.delete_data_file(task.file)
-        if rows.num_rows:
-            for data_file in _dataframe_to_data_files(
-                transaction.table_metadata, rows, table.io, overwrite.commit_uuid
-            ):
-                overwrite.append_data_file(data_file)
-    if commit is None:
-        transaction.commit_transaction()
-    else:
-        commit(table, transaction)
-
-
-def _overwrite_of(transaction: Any, io: Any, properties: dict[str, str]) -> Any:
-    """pyiceberg's OVERWRITE producer (``UpdateSnapshot.overwrite``'s), except that a manifest of
-    the table's current snapshot holding no live file is not carried into the new one.
-
-    pyiceberg 0.12 keeps every such manifest: each overwrite records the file it replaces in a
-    manifest of deleted entries, and every later overwrite carried it on, so a small table
-    rewritten each batch gained a manifest a batch that every read of it (Spark's and the next
-    rewrite's) opened, and that no ``maintain`` step removed: after 4 rewrites of 100 small
-    tables the fourth cost 2.3 times the first (27 November 2026). Iceberg's Java writers, and
-    iceberg-go since apache/iceberg-go#1154, leave such a manifest to the snapshots that have it.
+    Raises:
+        FilesChanged: the table's files are not those of ``tasks`` any more.
+        CommitFailedException: another writer committed to the table since it was loaded.
     """
-    global _OVERWRITE_FILES
-    if _OVERWRITE_FILES is None:
-        from pyiceberg.table.update.snapshot import _OverwriteFiles
+    from cdc_ingest.state.overwrite_snapshot import overwrite_updates
 
-        class OverwriteFiles(_OverwriteFiles):
-            def _existing_manifests(self) -> list[Any]:
-                return [
-                    manifest
-                    for manifest in super()._existing_manifests()
-                    if manifest.has_added_files() or manifest.has_existing_files()
-                ]
-
-        _OVERWRITE_FILES = OverwriteFiles
-    from pyiceberg.table.snapshots import Operation
-
-    return _OVERWRITE_FILES(
-        operation=Operation.OVERWRITE,
-        transaction=transaction,
-        io=io,
-        snapshot_properties=properties,
-    )
-
-
-_OVERWRITE_FILES: Any = None
+    read = {task.file.file_path for task in tasks}
+    updates, requirements = overwrite_updates(table, read, rows, properties)
+    if commit is None:
+        table._do_commit(updates=updates, requirements=requirements)
+    else:
+        commit(table, updates, requirements)
 
 
 def writes_as_spark(table: Any) -> bool:

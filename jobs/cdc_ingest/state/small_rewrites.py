@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cdc_ingest.state import copy_on_write
+from cdc_ingest.state.overwrite_snapshot import FilesChanged
 from cdc_ingest.state.staged_commits import StagedRewrites, can_stage
 from cdc_ingest.state.tables import unquoted
 from cdc_ingest.state.warehouse_errors import warehouse_failures
@@ -139,7 +140,7 @@ class SmallTableRewrites:
                 commit = partial(self._rewrites.stage, catalog, identifier)
             try:
                 copy_on_write.overwrite(table, tasks, after, properties, commit)
-            except (CommitFailedException, ValidationException) as exc:
+            except (CommitFailedException, ValidationException, FilesChanged) as exc:
                 log.info("%s.%s changed meanwhile (%s): merged by Spark", namespace, name, exc)
                 return False
         return True

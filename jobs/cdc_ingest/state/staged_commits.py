@@ -44,16 +44,13 @@ def can_stage(catalog: Any) -> bool:
     return engine is not None and bool(getattr(engine.dialect, "supports_sane_rowcount", False))
 
 
-def stage_commit(catalog: Any, table: Any, transaction: Any) -> StagedCommit:
-    """Write the metadata that ``transaction``'s updates (on ``table``, as loaded) make, without
-    committing it: its requirements are checked against ``table``, and the catalog's check of the
-    metadata location (``commit_staged``) stands for the reload pyiceberg's commit makes."""
-    from pyiceberg.table.update import AssertTableUUID
-
-    requirements = (*transaction._requirements, AssertTableUUID(uuid=table.metadata.table_uuid))
-    staged = catalog._update_and_stage_table(
-        table, table.name(), requirements, transaction._updates
-    )
+def stage_commit(
+    catalog: Any, table: Any, updates: tuple[Any, ...], requirements: tuple[Any, ...]
+) -> StagedCommit:
+    """Write the metadata that ``updates`` make of ``table`` (as loaded), without committing it:
+    ``requirements`` are checked against ``table``, and the catalog's check of the metadata
+    location (``commit_staged``) stands for the reload pyiceberg's commit makes."""
+    staged = catalog._update_and_stage_table(table, table.name(), requirements, updates)
     catalog._write_metadata(staged.metadata, staged.io, staged.metadata_location)
     namespace, name = table.name()[-2:]
     return StagedCommit((namespace, name), table.metadata_location, staged.metadata_location)
@@ -109,9 +106,16 @@ class StagedRewrites:
     staged: list[tuple[str, StagedCommit]] = field(default_factory=list)
     moved: set[str] = field(default_factory=set)
 
-    def stage(self, catalog: Any, identifier: str, table: Any, transaction: Any) -> None:
-        """Stage ``transaction``'s commit to ``table`` (``stage_commit``) as ``identifier``'s."""
-        self.staged.append((identifier, stage_commit(catalog, table, transaction)))
+    def stage(
+        self,
+        catalog: Any,
+        identifier: str,
+        table: Any,
+        updates: tuple[Any, ...],
+        requirements: tuple[Any, ...],
+    ) -> None:
+        """Stage the commit of ``updates`` to ``table`` (``stage_commit``) as ``identifier``'s."""
+        self.staged.append((identifier, stage_commit(catalog, table, updates, requirements)))
 
     def commit(self, catalog: Any) -> None:
         """Commit every staged rewrite (``commit_staged``); note those left out in ``moved``."""
