@@ -44,6 +44,7 @@ if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_metadata import after_maintain, namespace_metadata  # noqa: E402
 from bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
 from bench_references import (  # noqa: E402
     hand_merge,
@@ -64,8 +65,8 @@ BUCKETED, BUCKETED_NAMESPACE = "bucketed", "shop_bucketed"
 BUCKET_SPEC = "bucket(16, id)"
 FILES = 10
 MICRO_BATCHES, MICRO_CHANGES = 50, 2000
-# What "bounded" means after maintain, per table: the retained snapshots, and a handful of files.
-RETAIN_SNAPSHOTS, MAX_DATA_FILES, MAX_MANIFESTS = 5, 8, 8
+# The snapshots maintain retains, which "after maintain" bounds (bench_metadata).
+RETAIN_SNAPSHOTS = 5
 # The order a seeded row holds, as the job stores a Debezium snapshot read ('r') of it: the
 # vendor's nine elements (a snapshot, no position, time 0), then batch 1, file, line and row. Each
 # row's is its own, as in a mirror (until 27 November every row held one 8-byte constant, which
@@ -224,39 +225,6 @@ class Steady:
             spent.append(self.run(lines, expect, pipeline))
         return spent
 
-    def metadata(self) -> dict[str, tuple[int, int, int, int, int]]:
-        """Per table of the namespace: (position-delete files, data files, snapshots, manifests
-        of the current snapshot listing live files, manifests listing none that an earlier
-        snapshot wrote). A snapshot's own record of the files it removed is a manifest of no live
-        file, which the next commit leaves out; one carried further is metadata that grows."""
-        found: dict[str, tuple[int, int, int, int, int]] = {}
-        for row in self.spark.sql(f"SHOW TABLES IN {CATALOG}.{NAMESPACE}").collect():
-            name = f"{CATALOG}.{NAMESPACE}.{row['tableName']}"
-            found[row["tableName"]] = (
-                self.spark.sql(f"SELECT * FROM {name}.delete_files").count(),
-                self.spark.sql(f"SELECT * FROM {name}.data_files").count(),
-                self.spark.sql(f"SELECT * FROM {name}.snapshots").count(),
-                *self.manifests(name),
-            )
-        return found
-
-    def manifests(self, name: str) -> tuple[int, int]:
-        """The manifests of a table's current snapshot: those listing live files (data or
-        delete), and those listing none that an earlier snapshot wrote."""
-        current = self.spark.sql(
-            f"SELECT snapshot_id FROM {name}.snapshots ORDER BY committed_at DESC LIMIT 1"
-        ).collect()
-        live = (
-            "added_data_files_count + existing_data_files_count"
-            " + added_delete_files_count + existing_delete_files_count > 0"
-        )
-        counts = self.spark.sql(
-            f"SELECT count_if({live}) AS live, count_if(NOT ({live})"
-            f" AND added_snapshot_id != {current[0][0] if current else -1}) AS carried"
-            f" FROM {name}.manifests"
-        ).first()
-        return (counts["live"], counts["carried"]) if counts else (0, 0)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -368,31 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         from cdc_ingest.maintenance import maintain_pipeline
 
         maintain_pipeline(bench.spark, bench.config, "steady")
-        tables = bench.metadata()
-        for name, (deletes, files, snapshots, manifests, carried) in tables.items():
-            print(
-                f"  {name:<22} delete files {deletes:>3}  data files {files:>3}  "
-                f"snapshots {snapshots:>3}  manifests {manifests:>3} (+{carried} carried)"
-            )
-        worst = tuple(max(counts[i] for counts in tables.values()) for i in range(5))
-        bounded = (
-            worst[0] == 0
-            and worst[1] <= MAX_DATA_FILES
-            and worst[2] <= RETAIN_SNAPSHOTS
-            and worst[3] <= MAX_MANIFESTS
-            and worst[4] == 0
-        )
-        shapes.append(
-            Shape(
-                "after maintain",
-                f"most per table: {worst[0]} deletes, {worst[1]} files, {worst[2]} snaps,"
-                f" {worst[3]}+{worst[4]} manifests",
-                f"{len(tables)} tables",
-                float(worst[0]),
-                0.0,
-                (f"0/{MAX_DATA_FILES}/{RETAIN_SNAPSHOTS}/{MAX_MANIFESTS}+0", bounded),
-            )
-        )
+        tables = namespace_metadata(bench.spark, f"{CATALOG}.{NAMESPACE}")
+        shapes.append(after_maintain(tables, RETAIN_SNAPSHOTS))
     finally:
         bench.spark.stop()
     print(f"steady state ({'quick, ' if args.quick else ''}{time.perf_counter() - started:.0f} s):")

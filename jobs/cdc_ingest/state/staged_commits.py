@@ -14,8 +14,8 @@ left unreferenced, as after any failed commit.
 
 Private API: the staging and writing of a table's next metadata (``_update_and_stage_table``,
 ``_write_metadata``, what pyiceberg's own commit calls) and the SQL catalog's table row
-(``IcebergTables``); pyiceberg is pinned 0.12.*, and tests/test_concurrent_writer.py and
-tests/test_existing_tables.py would catch a change.
+(``IcebergTables``); pyiceberg is pinned 0.12.*, and tests/test_staged_commits.py (SQLite and
+PostgreSQL) and tests/test_concurrent_writer.py would catch a change.
 """
 
 from __future__ import annotations
