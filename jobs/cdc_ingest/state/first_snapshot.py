@@ -93,7 +93,6 @@ def register_tables(catalog: Any, staged: list[tuple[tuple[str, str], str]]) -> 
 def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, str]) -> Any:
     """The updates adding a first snapshot of ``rows`` to the staged table and pointing the
     main branch at it (as ``_FastAppendFiles._commit`` makes them, without a parent)."""
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
     from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
     from pyiceberg.table import TableProperties
     from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
@@ -106,6 +105,7 @@ def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, 
     )
     from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
 
+    from cdc_ingest.state.data_files import write_data_files
     from cdc_ingest.state.manifest_writers import manifest_list_writer, manifest_writer
 
     metadata, io = staged.metadata, staged.io
@@ -117,7 +117,7 @@ def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, 
     sequence_number = metadata.next_sequence_number()
     commit = uuid.uuid4()
     locations = staged.location_provider()
-    data_files = list(_dataframe_to_data_files(metadata, rows, io, commit))
+    data_files = write_data_files(metadata, locations, io, rows, commit)
     manifest_path = locations.new_metadata_location(f"{commit}-m0.avro")
     output = io.new_output(manifest_path)
     with manifest_writer(

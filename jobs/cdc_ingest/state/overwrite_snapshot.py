@@ -38,7 +38,6 @@ def overwrite_updates(
     Raises:
         FilesChanged: the current snapshot's live files are not ``read``.
     """
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
     from pyiceberg.manifest import DataFileContent, ManifestEntry, ManifestEntryStatus
     from pyiceberg.table import TableProperties
     from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
@@ -56,6 +55,7 @@ def overwrite_updates(
         SetSnapshotRefUpdate,
     )
 
+    from cdc_ingest.state.data_files import write_data_files
     from cdc_ingest.state.manifest_writers import manifest_list_writer, manifest_writer
 
     metadata, io = table.metadata, table.io
@@ -77,7 +77,7 @@ def overwrite_updates(
     sequence_number = metadata.next_sequence_number()
     commit = uuid.uuid4()
     locations = table.location_provider()
-    added = list(_dataframe_to_data_files(metadata, rows, io, commit)) if rows.num_rows else []
+    added = write_data_files(metadata, locations, io, rows, commit)
     collector = SnapshotSummaryCollector()
     manifests = []
     for number, (status, entries) in enumerate(
