@@ -99,11 +99,9 @@ def test_a_small_tables_file_and_entry_are_pyicebergs(tmp_path: Path) -> None:
         assert ours[0].lower_bounds[2] == b"a fairly long no"
         assert _path(ours[0]).startswith(str(tmp_path / name / "data"))
         ours_file, theirs_file = pq.ParquetFile(_path(ours[0])), pq.ParquetFile(_path(theirs[0]))
-        assert ours_file.schema_arrow == theirs_file.schema_arrow
-        # Iceberg's readers find columns by the field ids in the file's schema.
-        assert ours_file.schema.to_arrow_schema().field("note").metadata == {
-            b"PARQUET:field_id": b"2"
-        }
+        # Iceberg's readers find columns by the field ids in the file's schema (field metadata).
+        assert ours_file.schema_arrow.equals(theirs_file.schema_arrow, check_metadata=True)
+        assert ours_file.schema_arrow.field("note").metadata == {b"PARQUET:field_id": b"2"}
         assert ours_file.read().to_pylist() == theirs_file.read().to_pylist()
     assert len(data_files._layouts) == 1
 
