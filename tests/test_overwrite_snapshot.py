@@ -11,33 +11,20 @@ import pyarrow as pa
 import pytest
 from cdc_ingest.state import copy_on_write
 from cdc_ingest.state.overwrite_snapshot import FilesChanged
+from pyiceberg_tables import orders_rows, orders_table
 
 
 @pytest.fixture
 def table(tmp_path: Path) -> Any:
     """A table of two data files (two appends: rows 1-3, then 4-5)."""
-    from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField, StringType
-
-    catalog = SqlCatalog(
-        "rewrites", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh"
-    )
-    catalog.create_namespace("shop")
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=True),
-        NestedField(2, "v", StringType()),
-        identifier_field_ids=[1],
-    )
-    created = catalog.create_table(("shop", "orders"), schema)
+    created = orders_table(tmp_path, "rewrites", "v")
     created.append(rows(1, 2, 3))
     created.append(rows(4, 5))
     return created
 
 
 def rows(*ids: int, tag: str = "a") -> pa.Table:
-    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
-    return pa.Table.from_pylist([{"id": i, "v": f"{tag}{i}"} for i in ids], schema=schema)
+    return orders_rows("v", tag, ids)
 
 
 def _tasks(table: Any) -> list[Any]:

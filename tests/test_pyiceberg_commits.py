@@ -9,29 +9,16 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from cdc_ingest.state import copy_on_write
+from pyiceberg_tables import orders_rows, orders_table
 
 
 @pytest.fixture
 def table(tmp_path: Path) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField, StringType
-
-    catalog = SqlCatalog(
-        "commits", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh"
-    )
-    catalog.create_namespace("shop")
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=True),
-        NestedField(2, "name", StringType()),
-        identifier_field_ids=[1],
-    )
-    return catalog.create_table(("shop", "orders"), schema)
+    return orders_table(tmp_path, "commits", "name")
 
 
 def rows(*ids: int) -> pa.Table:
-    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
-    return pa.Table.from_pylist([{"id": i, "name": f"n{i}"} for i in ids], schema=schema)
+    return orders_rows("name", "n", ids)
 
 
 def test_an_append_computes_the_pending_metadata_once_per_change(
