@@ -58,6 +58,8 @@ class PostgresServer:
     root: Path
     port: int
     host: str = "127.0.0.1"
+    #: Extra server settings (``-c name=value``), e.g. ``wal_level=logical`` for Debezium.
+    settings: tuple[tuple[str, str], ...] = ()
 
     @property
     def data_dir(self) -> Path:
@@ -102,7 +104,7 @@ class PostgresServer:
         options = (
             f"-c listen_addresses={self.host} -c port={self.port} "
             f"-c unix_socket_directories={self.data_dir} -c fsync=off"
-        )
+        ) + "".join(f" -c {name}={value}" for name, value in self.settings)
         self._as_server_user(
             str(bin_dir / "pg_ctl"),
             "start",
@@ -152,7 +154,7 @@ class PostgresServer:
         return f"postgresql://{owner}:{password}@{self.host}:{self.port}/{name}"
 
 
-def start_server() -> PostgresServer:
+def start_server(settings: tuple[tuple[str, str], ...] = ()) -> PostgresServer:
     """A fresh server in a new directory under /tmp, owned by the server user.
 
     /tmp rather than pytest's tmp_path: pytest's base directory is private to the test user,
@@ -165,7 +167,9 @@ def start_server() -> PostgresServer:
     if os.geteuid() == 0:
         server_user = pwd.getpwnam(SERVER_USER)
         os.chown(root, server_user.pw_uid, server_user.pw_gid)
-    server = PostgresServer(bin_dir=bin_dir, root=root, port=_free_loopback_port())
+    server = PostgresServer(
+        bin_dir=bin_dir, root=root, port=_free_loopback_port(), settings=settings
+    )
     try:
         server.start()
     except BaseException:

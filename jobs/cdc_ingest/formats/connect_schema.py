@@ -39,6 +39,17 @@ LOGICAL: dict[str, ColumnType] = {
     "io.debezium.data.Uuid": ColumnType("string"),
     "io.debezium.data.Bits": ColumnType("binary", "base64"),
     "io.debezium.time.Year": ColumnType("int"),
+    # Times of day as the database writes them (HH:mm:ss[.ffffff]): Spark has no time type, and
+    # a MySQL TIME is a duration that may pass 24 hours or be negative.
+    "io.debezium.time.Time": ColumnType("string", "time_millis"),
+    "org.apache.kafka.connect.data.Time": ColumnType("string", "time_millis"),
+    "io.debezium.time.MicroTime": ColumnType("string", "time_micros"),
+    "io.debezium.time.NanoTime": ColumnType("string", "time_nanos"),
+    # A numeric without a declared scale (PostgreSQL numeric, Oracle NUMBER): each value brings
+    # its scale. Iceberg's decimals have one, so such a column is decimal(38,18), as Flink's
+    # JDBC catalog maps PostgreSQL's numeric: 20 digits before the point, 18 after. A value
+    # needing more is dead-lettered, never rounded; type_mapping: to-string keeps its exact text.
+    "io.debezium.data.VariableScaleDecimal": ColumnType("decimal(38,18)", "variable_decimal"),
 }
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"

@@ -102,12 +102,42 @@ class TargetInventory:
         self.columns += [n for n in names if n not in seen and not seen.add(n)]  # type: ignore[func-returns-value]
 
 
+# Encodings whose text is read the same whatever the column's type: a decimal sent as Connect
+# bytes is its exact number in any decimal (or as text), a time of day its text.
+PORTABLE_ENCODINGS = (
+    "connect_decimal",
+    "variable_decimal",
+    "time_millis",
+    "time_micros",
+    "time_nanos",
+)
+
+
+def stored_type(stored: str, hinted: ColumnType | None) -> ColumnType:
+    """How to read a value into a column of type ``stored`` that the message types ``hinted``:
+    as hinted when the types agree, else as plain text, except for values whose encoding is
+    not their column's type (Connect decimals into any decimal or string column, times of day
+    into a string column), which are decoded and then must fit the stored type."""
+    if hinted is None:
+        return ColumnType(stored)
+    if hinted.spark_type == stored:
+        return hinted
+    portable = hinted.encoding in PORTABLE_ENCODINGS
+    if portable and (stored == "string" or stored.startswith("decimal")):
+        return ColumnType(stored, hinted.encoding, hinted.scale)
+    return ColumnType(stored)
+
+
 def _declared(hints: list[TypeHint]) -> tuple[dict[str, ColumnType], ColumnType | None]:
+    """Each column's declared type: the first hint's, or a later one that widens it (a batch
+    holding an ALTER that widened a DECIMAL declares it both ways)."""
     declared: dict[str, ColumnType] = {}
     default = None
     for hint in hints:
         for name, ctype in hint.columns.items():
-            declared.setdefault(name, ctype)
+            first = declared.setdefault(name, ctype)
+            if first.spark_type != ctype.spark_type and widens(first.spark_type, ctype.spark_type):
+                declared[name] = ctype
         default = default or hint.default
     return declared, default
 
@@ -189,12 +219,11 @@ def prepare_target(
             # The messages declare a wider type (e.g. a DECIMAL's precision went up).
             widened[name] = hinted.spark_type
             stype = hinted.spark_type
-        same = hinted is not None and hinted.spark_type == stype
-        types[name] = hinted if same and hinted else ColumnType(stype)
+        types[name] = stored_type(stype, hinted)
     new = [c for c in columns if c not in existing and (evolve or created)]
     for name in new:
         if options.type_mapping == "to-string":
-            types[name] = ColumnType("string")
+            types[name] = stored_type("string", declared.get(name))
         elif name in declared:
             types[name] = declared[name]
         elif default is not None:

@@ -88,13 +88,95 @@ def _datetime(raw: str, target: str) -> str:
     return _when(_matches(raw, DATETIME_PARTS), typed)
 
 
+# Hex digits and their complements: a negative two's-complement number's magnitude is the
+# complement of its bits, plus one.
+_HEX, _COMPLEMENT = "0123456789ABCDEF", "FEDCBA9876543210"
+# Unscaled values of up to 16 bytes (Iceberg's 38 digits need 16): two halves of 8 bytes each,
+# which ``conv`` reads as unsigned 64-bit numbers.
+MAX_UNSCALED_BYTES = 16
+
+
+def _bind(value: str, name: str, body: str) -> str:
+    """SQL text: ``body`` with ``name`` standing for ``value``, evaluated once. A lambda keeps
+    the text of an expression that uses a value many times linear in size: written inline, each
+    use repeats the value's whole text, and nested uses multiply (Spark then fails to compile)."""
+    return f"element_at(transform(array({value}), {name} -> {body}), 1)"
+
+
+def _unsigned_hex(h: str) -> str:
+    """SQL text: the unsigned number of up to 32 hex digits ``h`` (a name), as
+    ``DECIMAL(38,0)`` (null above 38 digits)."""
+    low = f"CAST(conv(right({h}, 16), 16, 10) AS DECIMAL(38,0))"
+    high_digits = f"substring({h}, 1, greatest(length({h}) - 16, 0))"
+    high = f"CAST(coalesce(conv(nullif({high_digits}, ''), 16, 10), '0') AS DECIMAL(38,0))"
+    return f"({high} * CAST(18446744073709551616 AS DECIMAL(38,0)) + {low})"
+
+
+def _connect_unscaled(data: str) -> str:
+    """SQL text: Kafka Connect's big-endian two's-complement bytes (``data``, any expression) as
+    a ``DECIMAL(38,0)``, or null beyond 16 bytes or 38 digits."""
+    negative = f"(ascii(substring(_h, 1, 1)) BETWEEN {ord('8')} AND {ord('F')})"
+    complement = f"translate(_h, {literal(_HEX)}, {literal(_COMPLEMENT)})"
+    magnitude = _bind(complement, "_c", f"({_unsigned_hex('_c')} + CAST(1 AS DECIMAL(38,0)))")
+    value = f"CASE WHEN {negative} THEN -{magnitude} ELSE {_unsigned_hex('_h')} END"
+    sized = f"CASE WHEN length(_h) BETWEEN 2 AND {2 * MAX_UNSCALED_BYTES} THEN {value} END"
+    return _bind(f"hex({data})", "_h", sized)
+
+
+def _scaled_text(unscaled: str, scale: str) -> str:
+    """SQL text: the decimal text of ``unscaled`` (a ``DECIMAL(38,0)`` expression) over
+    10^``scale`` (an int expression of names only), digit for digit so that nothing rounds."""
+    padded = f"lpad(_s, greatest(length(_s), {scale} + 1), '0')"
+    whole = f"substring(_p, 1, length(_p) - {scale})"
+    fraction = f"substring(_p, length(_p) - {scale} + 1, {scale})"
+    point = _bind(padded, "_p", f"concat({whole}, '.', {fraction})")
+    digits = _bind("CAST(abs(_u) AS STRING)", "_s", point)
+    sign = "CASE WHEN _u < 0 THEN '-' ELSE '' END"
+    text = (
+        f"CASE WHEN {scale} = 0 THEN CAST(_u AS STRING)"
+        f" WHEN {scale} < 0 AND _u <> 0 THEN concat(CAST(_u AS STRING), repeat('0', -{scale}))"
+        f" WHEN {scale} < 0 THEN '0' ELSE concat({sign}, {digits}) END"
+    )
+    return _bind(unscaled, "_u", text)
+
+
+def decimal_text(raw: str, column_type: ColumnType) -> str:
+    """SQL text: the exact decimal text of a Connect ``Decimal`` (Base64 unscaled bytes, the
+    column type's scale) or of Debezium's ``VariableScaleDecimal`` (``{"scale","value"}``), or
+    the value itself when a converter sent a plain number; null when it is neither."""
+    if column_type.encoding == "variable_decimal":
+        parts = literal(VARIABLE_DECIMAL_TEXT)
+        scale = f"CAST(regexp_extract(_r, {parts}, 1) AS INT)"
+        data = f"unbase64(regexp_extract(_r, {parts}, 2))"
+        scaled = _bind(scale, "_k", _scaled_text(_connect_unscaled(data), "_k"))
+        encoded = _matches("_r", VARIABLE_DECIMAL_TEXT)
+    else:
+        scaled = _scaled_text(_connect_unscaled("unbase64(_r)"), str(column_type.scale))
+        encoded = _matches("_r", BASE64_TEXT)
+    body = f"CASE WHEN {_matches('_r', NUMBER_TEXT)} THEN trim(_r) WHEN {encoded} THEN {scaled} END"
+    return _bind(raw, "_r", body)
+
+
 def _connect_decimal(raw: str, column_type: ColumnType) -> str:
-    """Kafka Connect Decimal: Base64 of the big-endian two's-complement unscaled value.
+    """Kafka Connect Decimal (Base64 of the big-endian two's-complement unscaled value) or
+    Debezium's VariableScaleDecimal, exactly, or null when the column's type cannot hold it.
 
     Converters configured with ``decimal.handling.mode=string|double`` send plain numbers instead,
-    which are cast directly.
+    which are cast the same way. A Connect Decimal of at most 8 bytes whose scale the column
+    keeps, up to 6, takes the short way (every DECIMAL up to 18 digits), without lambdas.
     """
     target = column_type.spark_type
+    exact = _bind(
+        decimal_text(raw, column_type),
+        "_t",
+        _when(decimal_fits("_t", target), f"CAST(_t AS {target})"),
+    )
+    if not target.startswith("decimal"):
+        return decimal_text(raw, column_type)
+    # Spark's division keeps 6 fraction digits at least, not always more.
+    short = column_type.scale <= min(6, _decimal_bounds(target)[1])
+    if column_type.encoding != "connect_decimal" or not short:
+        return exact
     data = f"unbase64({raw})"
     unsigned = f"CAST(conv(hex({data}), 16, 10) AS DECIMAL(38,0))"
     negative = f"(ascii(substring(hex({data}), 1, 1)) BETWEEN {ord('8')} AND {ord('F')})"
@@ -104,8 +186,48 @@ def _connect_decimal(raw: str, column_type: ColumnType) -> str:
     scaled = f"CAST(({unscaled} / {divisor}) AS {target})"
     return (
         f"CASE WHEN {_matches(raw, NUMBER_TEXT)} THEN CAST({raw} AS {target})"
-        f" WHEN {_matches(raw, BASE64_TEXT)} AND octet_length({data}) <= 8 THEN {scaled} END"
+        f" WHEN {_matches(raw, BASE64_TEXT)} AND octet_length({data}) <= 8 THEN {scaled}"
+        f" ELSE {exact} END"
     )
+
+
+# Debezium's VariableScaleDecimal (PostgreSQL numeric without scale, Oracle NUMBER without one)
+# as the image's text holds the struct: {"scale":2,"value":"AXDsL1/jGQ=="}.
+VARIABLE_DECIMAL_TEXT = r'^\{"scale":(-?[0-9]+),"value":"([A-Za-z0-9+/]*={0,2})"\}$'
+# Debezium's times of day (Time: ms in an int32, MicroTime: µs, NanoTime: ns, in an int64) and
+# the unit each counts in, in microseconds.
+TIME_UNITS = {"time_millis": 1000, "time_micros": 1, "time_nanos": None}
+
+
+def _time_text(raw: str, encoding: str) -> str:
+    """SQL text: a Debezium time of day (a count since midnight) as ``HH:mm:ss[.ffffff]``, the
+    fraction without trailing zeros, as PostgreSQL writes a time. Hours may pass 23 and the
+    value may be negative (MySQL TIME is a duration). Text that is already a time stays."""
+    unit = TIME_UNITS[encoding]
+    micros = f"(_n * {unit})" if unit else "floor(_n / 1000)"
+    lost_nanos = "(_n % 1000 <> 0)" if unit is None else "false"
+
+    def two(value: str) -> str:
+        return f"lpad(CAST({value} AS STRING), greatest(2, length(CAST({value} AS STRING))), '0')"
+
+    hours = two("(_a div 3600000000)")
+    minutes = two("((_a div 60000000) % 60)")
+    seconds = two("((_a div 1000000) % 60)")
+    fraction = "regexp_replace(lpad(CAST((_a % 1000000) AS STRING), 6, '0'), '0+$', '')"
+    text = (
+        f"concat(CASE WHEN _a <> _m THEN '-' ELSE '' END, {hours}, ':', {minutes}, ':',"
+        f" {seconds}, CASE WHEN _a % 1000000 <> 0 THEN concat('.', {fraction}) ELSE '' END)"
+    )
+    from_micros = _bind(micros, "_m", _bind("abs(_m)", "_a", text))
+    counted = _bind("CAST(trim(_r) AS BIGINT)", "_n", _when(f"NOT {lost_nanos}", from_micros))
+    body = (
+        f"CASE WHEN {_matches('_r', INTEGER_TEXT)} THEN {counted}"
+        f" WHEN {_matches('_r', TIME_TEXT)} THEN trim(_r) END"
+    )
+    return _bind(raw, "_r", body)
+
+
+TIME_TEXT = r"^\s*-?[0-9]{2,3}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?\s*$"
 
 
 def typed_value(marked: str, column_type: ColumnType) -> str:
@@ -126,8 +248,10 @@ def typed_value(marked: str, column_type: ColumnType) -> str:
         return f"encode({raw}, 'ISO-8859-1')"
     if base == "binary" or encoding == "base64":
         return _when(_matches(raw, BASE64_TEXT), f"unbase64({raw})")
-    if encoding == "connect_decimal":
+    if encoding in ("connect_decimal", "variable_decimal"):
         return _connect_decimal(raw, column_type)
+    if encoding in TIME_UNITS:
+        return _time_text(raw, encoding)
     if encoding == "epoch_seconds":
         value = _epoch_seconds(raw)
         return value if base == "timestamp" else f"CAST({value} AS {target})"
