@@ -97,3 +97,49 @@ def change(
 def line(value: dict[str, Any]) -> str:
     """The value as one landed line (value-only landing, as the S3 sink's JSON format)."""
     return json.dumps(value, separators=(",", ":"))
+
+
+SCHEMA_CHANGE_KEY = {
+    "type": "struct",
+    "fields": [{"type": "string", "optional": False, "field": "databaseName"}],
+    "optional": False,
+    "name": "io.debezium.connector.mariadb.SchemaChangeKey",
+    "version": 1,
+}
+
+
+def schema_change(
+    statement: str, position: int, table: str | None, snapshot: str = "false", ts_ms: int = 0
+) -> dict[str, Any]:
+    """A schema-change topic event's value (the MariaDB connector's ``include.schema.changes``);
+    a snapshot's statements carry the time the connector wrote them."""
+    src = {**source(table or "", position), "snapshot": snapshot, "table": table}
+    if ts_ms:
+        src["ts_ms"] = ts_ms
+    payload = {
+        "source": src,
+        "ts_ms": ts_ms or 1795840968500,
+        "databaseName": "shop",
+        "schemaName": None,
+        "ddl": statement,
+        "tableChanges": [],
+    }
+    return {"schema": {"type": "struct", "fields": [], "optional": False}, "payload": payload}
+
+
+def kafka_record(topic: str, offset: int, key: Any, value: Any) -> str:
+    """One line of ``envelope: kafka`` landing: the record with its topic and offset."""
+    record = {
+        "topic": topic,
+        "partition": 0,
+        "offset": offset,
+        "timestamp": 1795840970000,
+        "key": key,
+        "value": value,
+    }
+    return json.dumps(record, separators=(",", ":"))
+
+
+def landed_name(topic: str, first_offset: int) -> str:
+    """Where the S3 sink lands a topic's file: ``topics/<t>/partition=0/<t>+0+<offset>.json``."""
+    return f"topics/{topic}/partition=0/{topic}+0+{first_offset:010d}.json"

@@ -123,7 +123,7 @@ def apply_all_tables(
         pipeline.tables,
         arrow,
     )
-    ordered = sorted(by_table, key=lambda n: by_table[n][0].position)
+    ordered = sorted(by_table, key=lambda n: by_table[n][0].stream_key)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
     fresh: list[FreshTable] = []
     holding: list[FreshTable] = []  # tables with rows, classified in groups (existing_tables)

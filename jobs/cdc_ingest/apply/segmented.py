@@ -242,6 +242,7 @@ def apply_with_ddl(
     segments = _segments(segmented, name) if base.columns or base.keys else {}
     total, bad = TableSummary(table=name), []
     stopped = False
+    renamed: str | None = None
     for index in range(len(events) + 1):
         rows, columns = segments.get(index, (0, []))
         if rows and not stopped:
@@ -269,11 +270,26 @@ def apply_with_ddl(
             if target.source_dropped:
                 _add(total, TableSummary(name, messages=rows, source_dropped=rows))
                 rows = 0
-        if rows and not stopped:
+        if rows:
             mine = segmented.where(F.col(SEGMENT) == index).drop(SEGMENT)
+        if rows and not stopped:
             part, errors = apply_segment(ctx, target, created, rows, mine, index)
             _add(total, part)
             bad.append(errors)
+        elif rows:
+            # In source order nothing changes a table after its RENAME: such changes are late or
+            # misplaced, and are named rather than lost.
+            reason = f"the change follows RENAME TABLE {name} TO {renamed} in the stream"
+            letters = mine.select(
+                "_cdc_file_idx",
+                "_cdc_line",
+                "row_in_message",
+                F.lit(reason).alias("reason"),
+                F.col("_cdc_source").alias("source_table"),
+                F.lit(name).alias("target_table"),
+            )
+            _add(total, TableSummary(name, dead_lettered=rows))
+            bad.append(letters)
         if index == len(events):
             break
         event = events[index]
@@ -282,6 +298,7 @@ def apply_with_ddl(
         elif table_level(event):
             _table_statement(ctx, name, event, base.keys)
             stopped = table_level(event) == RENAME_TABLE
+            renamed = event.renamed_to
         elif name not in ctx.existing:
             event.status, event.detail = UNCHANGED, "no such table in the mirror yet"
         else:

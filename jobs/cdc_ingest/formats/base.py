@@ -46,6 +46,10 @@ class Decoder(ABC):
     #: Whether messages may embed a Kafka Connect schema (``{"schema", "payload"}``), which an
     #: Avro or Parquet landing file's writer schema then supplies (landing.containers).
     embeds_connect_schema: ClassVar[bool] = False
+    #: Whether DDL records travel apart from the rows (a schema-change topic of their own): then
+    #: a statement is placed among the rows by the ordering value, else by landing position
+    #: (file, line, row), which for a format sending both in one stream is its order.
+    statements_apart: ClassVar[bool] = False
 
     def __init__(
         self, options: dict[str, Any] | None = None, bound_table: str | None = None

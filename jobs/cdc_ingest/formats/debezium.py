@@ -47,7 +47,9 @@ ENVELOPE_SCHEMA = (
 )
 KEY_SCHEMA = "map<string,string>"
 
-OPS = {"c": UPSERT, "u": UPSERT, "r": UPSERT, "d": DELETE, "t": NOOP, "m": NOOP}
+# A TRUNCATE ("t", sent with skipped.operations=none) is a statement at its place in the stream:
+# the decoder writes it out (TRUNCATE TABLE `t`) for the schema-change stage to apply.
+OPS = {"c": UPSERT, "u": UPSERT, "r": UPSERT, "d": DELETE, "t": DDL, "m": NOOP}
 INITIAL_SNAPSHOT = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection")
 SHAPE = "a JSON object with op/before/after/source (before, after and source must be objects)"
 
@@ -70,16 +72,29 @@ class DebeziumFamilyDecoder(MessageDecoder):
     #: source field holding the schema (Postgres schema, Lindorm namespace…): one of
     #: ``SOURCE_FIELDS``, which are all the parser keeps of a message's source
     schema_field: ClassVar[str] = "schema"
+    #: Schema changes travel on a topic of their own (MySQL's and MariaDB's schema-change topic):
+    #: they take effect at their place in the source's order, not where they were landed.
+    statements_apart: ClassVar[bool] = True
     #: Messages may embed the Kafka Connect schema of their values (the JSON converter's
     #: ``{"schema", "payload"}``): Avro and Parquet landing files get one from their writer schema.
     embeds_connect_schema: ClassVar[bool] = True
 
-    def order(self, source: Column, envelope_ts: Column) -> Column:
-        """Debezium's order: initial snapshot first, then source time, binlog/LSN/SCN position."""
+    def order(self, source: Column, envelope_ts: Column, statement: Column | None = None) -> Column:
+        """Debezium's order: initial snapshot first, then source time, binlog/LSN/SCN position.
+
+        ``statement``: whether the message is a schema change. A snapshot's statements
+        (MySQL's and MariaDB's CREATE TABLE of each captured table) describe the tables its rows
+        are read from, so they come first; their source time is when the connector wrote them,
+        later than the rows' (which is when the snapshot started).
+        """
         snapshot = F.lower(source.getItem("snapshot"))
+        in_snapshot = snapshot.isin(*INITIAL_SNAPSHOT)
+        source_ms = number(source.getItem("ts_ms"))
+        if statement is not None:
+            source_ms = F.when(~(in_snapshot & statement), source_ms)
         return F.array(
-            F.when(snapshot.isin(*INITIAL_SNAPSHOT), F.lit(0)).otherwise(F.lit(1)).cast("bigint"),
-            number(source.getItem("ts_ms")),
+            F.when(in_snapshot, F.lit(0)).otherwise(F.lit(1)).cast("bigint"),
+            source_ms,
             number(F.regexp_extract(source.getItem("file"), r"(\d+)$", 1)),
             number(source.getItem("pos")),
             number(source.getItem("row")),
@@ -120,15 +135,17 @@ class DebeziumFamilyDecoder(MessageDecoder):
         op = F.lower(pick("op"))
         before, after, source = pick("before"), pick("after"), pick("source")
         kind = F.coalesce(lookup(OPS, op), F.when(pick("ddl").isNotNull(), F.lit(DDL)))
+        table = source.getItem("table")
+        quoted = F.concat(F.lit("`"), F.regexp_replace(table, "`", "``"), F.lit("`"))
+        ddl = F.when(op == "t", F.concat(F.lit("TRUNCATE TABLE "), quoted)).otherwise(pick("ddl"))
         image = F.when(kind == DELETE, before).otherwise(after)
         key_names, key_values = self.message_keys(image)
         tombstone = self.is_tombstone(value)
-        table = source.getItem("table")
         return Message(
             op=F.when(tombstone, F.lit("tombstone")).otherwise(pick("op")),
             kind=F.when(tombstone, F.lit(NOOP)).otherwise(kind),
             table=table,
-            order=self.order(source, pick("ts_ms")),
+            order=self.order(source, pick("ts_ms"), F.coalesce(kind == DDL, F.lit(False))),
             image=image,
             db=source.getItem("db"),
             schema=source.getItem(self.schema_field),
@@ -136,13 +153,14 @@ class DebeziumFamilyDecoder(MessageDecoder):
             key_values=key_values,
             schema_hint=self.schema_hint(m.getField("schema"), image),
             event_ms=F.coalesce(source.getItem("ts_ms"), pick("ts_ms")).cast("bigint"),
-            ddl=pick("ddl"),
+            ddl=ddl,
             before=F.when(kind == UPSERT, before),
             problems=[
                 (tombstone, None),
                 (m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE)),
                 (op.isNull() & pick("ddl").isNull(), F.lit("message has no op (payload.op)")),
                 (kind.isNull(), unknown("op", pick("op"))),
+                ((op == "t") & table.isNull(), F.lit("TRUNCATE names no table (source.table)")),
                 (kind.isin(NOOP, DDL), None),
                 (table.isNull(), F.lit("message names no source table (source.table)")),
                 (

@@ -25,8 +25,9 @@ class LindormDecoder(DebeziumFamilyDecoder):
 
     name: ClassVar[str] = "lindorm"
     schema_field: ClassVar[str] = "namespace"
+    statements_apart: ClassVar[bool] = False
 
-    def order(self, source: Column, envelope_ts: Column) -> Column:
+    def order(self, source: Column, envelope_ts: Column, statement: Column | None = None) -> Column:
         return F.array(number(source.getItem("ts_ms")), number(envelope_ts))
 
     def message_keys(self, image: Column) -> tuple[Column, Column]:

@@ -265,7 +265,11 @@ def apply(
     their outcomes) and its typing errors. A dry run only reports the tables."""
     lowercase = run.pipeline.column_names == "lowercase"
     events = (
-        collect_ddl(batch.cached, run.pipeline.table, lowercase) if summary.ddl_recorded else []
+        collect_ddl(
+            batch.cached, run.pipeline.table, lowercase, by_order=run.decoder.statements_apart
+        )
+        if summary.ddl_recorded
+        else []
     )
     events = mode.kind.statements(events)
     if not mode.effect.writes_tables:

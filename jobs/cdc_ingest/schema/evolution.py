@@ -11,7 +11,9 @@ change.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from functools import reduce
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
@@ -38,7 +40,7 @@ from cdc_ingest.schema.types import widens
 from cdc_ingest.state.tables import SYSTEM_COLUMNS, qualified, quote, table_columns
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
     from cdc_ingest.config import PipelineConfig
     from cdc_ingest.schema.target import TargetInventory
@@ -72,11 +74,18 @@ class DdlEvent:
     status: str = ""
     detail: str = ""
     renamed_to: str | None = None  # a RENAME TABLE's new name, as a target table name
+    # Its stored ordering value, when statements are placed by it (Decoder.statements_apart).
+    order: bytes | None = None
 
     @property
     def position(self) -> tuple[int, int, int]:
-        """Landing position: file, line, row."""
+        """Landing position: file, line, row (what names the statement in commit notes)."""
         return (self.file_idx, self.line, self.row)
+
+    @property
+    def stream_key(self) -> tuple[bytes, tuple[int, int, int]]:
+        """Where it takes effect: by its ordering value when it has one, else where it landed."""
+        return (self.order or b"", self.position)
 
     @property
     def changes_schema(self) -> bool:
@@ -86,7 +95,9 @@ class DdlEvent:
         )
 
 
-def collect_ddl(cached: DataFrame, template: str, lowercase_names: bool = False) -> list[DdlEvent]:
+def collect_ddl(
+    cached: DataFrame, template: str, lowercase_names: bool = False, by_order: bool = False
+) -> list[DdlEvent]:
     """The batch's DDL records in stream order, parsed.
 
     The table a statement names decides which mirror it changes (named through the pipeline's
@@ -98,15 +109,25 @@ def collect_ddl(cached: DataFrame, template: str, lowercase_names: bool = False)
         cached: the cached batch.
         template: the pipeline's ``table`` template.
         lowercase_names: name columns by their lowercase (``column_names: lowercase``).
+        by_order: place statements by their ordering value (``Decoder.statements_apart``).
     """
     rows = (
         cached.where(F.col("_cdc_error").isNull() & (F.col("_cdc_kind") == DDL))
         .select(
-            "_cdc_file_idx", "_cdc_line", "row_in_message", "_cdc_target", "ddl", "_cdc_ddl_scope"
+            "_cdc_file_idx",
+            "_cdc_line",
+            "row_in_message",
+            "_cdc_target",
+            "ddl",
+            "_cdc_ddl_scope",
+            "_cdc_order",
         )
         .collect()
     )
-    rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+    def place(r: Row) -> tuple[bytes, int, int, int]:
+        return (bytes(r["_cdc_order"]) if by_order else b"", r[0], r[1], r[2])
+
+    rows = sorted(rows, key=place)
     parsed_rows = []
     named: list[tuple[str | None, str | None, str | None]] = []
     for r in rows:
@@ -129,6 +150,8 @@ def collect_ddl(cached: DataFrame, template: str, lowercase_names: bool = False)
         if parsed.table is None:
             target = r["_cdc_target"] or ""
         event = DdlEvent(r[0], r[1], r[2], target, statement, parsed)
+        if by_order:
+            event.order = bytes(r["_cdc_order"])
         if renames:
             event.renamed_to = next(names)
         events.append(event)
@@ -137,6 +160,10 @@ def collect_ddl(cached: DataFrame, template: str, lowercase_names: bool = False)
 
 def segment_of(events: list[DdlEvent]) -> Column:
     """For each record, how many of the table's statements precede it in the stream."""
+    if events and all(e.order is not None for e in events):
+        stored = F.col("_cdc_order")
+        later = [F.when(stored > F.lit(e.order), 1).otherwise(0) for e in events]
+        return reduce(operator.add, later)
     position = F.array(
         F.col("_cdc_file_idx").cast("bigint"),
         F.col("_cdc_line").cast("bigint"),
