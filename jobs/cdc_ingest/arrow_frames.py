@@ -41,7 +41,7 @@ def arrow_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
     from pyspark.sql.pandas.serializers import ArrowStreamSerializer
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    fields = [pa.field(f.name, _small_offsets(f.type), f.nullable) for f in rows.schema]
+    fields = [pa.field(f.name, small_offsets(f.type), f.nullable) for f in rows.schema]
     rows = rows.cast(pa.schema(fields)).combine_chunks()
     schema = from_arrow_schema(rows.schema)
     jvm = spark.sparkContext._jvm
@@ -59,7 +59,7 @@ def arrow_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
     return DataFrame(frame, spark)
 
 
-def _small_offsets(arrow_type: pa.DataType) -> pa.DataType:
+def small_offsets(arrow_type: pa.DataType) -> pa.DataType:
     """The type with 32-bit offsets: pyiceberg reads strings, binaries and lists with 64-bit
     ones, which Spark 3.5's Arrow conversion does not take."""
     import pyarrow as pa
@@ -69,5 +69,5 @@ def _small_offsets(arrow_type: pa.DataType) -> pa.DataType:
     if pa.types.is_large_binary(arrow_type):
         return pa.binary()
     if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
-        return pa.list_(_small_offsets(arrow_type.value_type))
+        return pa.list_(small_offsets(arrow_type.value_type))
     return arrow_type

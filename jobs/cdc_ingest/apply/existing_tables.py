@@ -51,7 +51,7 @@ from cdc_ingest.apply.keyed_writes import (
     merge_target,
     merge_tombstones,
 )
-from cdc_ingest.arrow_frames import arrow_frame, string_array
+from cdc_ingest.arrow_frames import arrow_frame, small_offsets, string_array
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (
     ORDER_COLUMN,
@@ -91,6 +91,9 @@ def _named_rows(rows: pa.Table, name: str, keys: tuple[str, ...]) -> pa.Table:
     if DELETED_COLUMN in rows.column_names:
         columns.append(rows.column(DELETED_COLUMN))
         names.append("_t_deleted")
+    # pyiceberg reads a binary or string column as large_binary or binary depending on the
+    # table's files (Spark's or its own): the group's tables must agree to be concatenated.
+    columns = [c.cast(small_offsets(c.type)) for c in columns]
     return pa.Table.from_arrays(columns, names=names)
 
 
