@@ -146,7 +146,8 @@ class Lake:
         """Rows of a table as dicts without the ``_cdc_`` columns, sorted."""
         df = self.table(name, namespace)
         cols = list(columns) or [c for c in df.columns if not c.startswith("_cdc_")]
-        rows = [r.asDict() for r in df.select(*cols).collect()]
+        quoted = ["`" + c.replace("`", "``") + "`" for c in cols]
+        rows = [r.asDict() for r in df.select(*quoted).collect()]
         return sorted(rows, key=lambda r: json.dumps(list(r.values()), default=str))
 
     def snapshots(self, name: str, namespace: str = "ods") -> int:

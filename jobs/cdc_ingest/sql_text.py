@@ -9,10 +9,11 @@ SQL text is parsed by Spark into the same expressions in a few calls, whatever i
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 # Separates the expressions of one projection on their way to the JVM; SQL text never holds it
 # (``literal`` escapes control characters, and names holding it are passed one by one).
@@ -22,6 +23,14 @@ _SEPARATOR = "\x00"
 def name(column: str) -> str:
     """A column name as a quoted identifier (any name, reserved words included)."""
     return "`" + column.replace("`", "``") + "`"
+
+
+def columns(names: Sequence[str]) -> list[Column]:
+    """Columns by their names as written, whatever they hold: ``select("a`b")`` would parse the
+    name (a backtick, a dot) and fail or pick another column."""
+    from pyspark.sql import functions as F
+
+    return [F.col(name(n)) for n in names]
 
 
 def literal(value: str | int | bool | None) -> str:

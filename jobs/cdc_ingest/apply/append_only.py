@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_ingest import sql_text
 from cdc_ingest.apply.typed_changes import typed_changes, typing_errors
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.target import TargetTable
@@ -74,7 +75,7 @@ def apply_append_only(
     part = f"{batch_id}:{segment}"
     if appended and not _already_appended(spark, target, part):
         columns: list[str | Column] = [
-            *target.written_columns,
+            *sql_text.columns(target.written_columns),
             ORDER_COLUMN,
             "_cdc_op",
             "_cdc_batch_id",

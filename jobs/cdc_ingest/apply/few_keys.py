@@ -83,7 +83,7 @@ def listed_keys(merged: DataFrame, target: TargetTable, count: int, table_rows: 
     types = [target.columns[k].spark_type if k in target.columns else "" for k in target.keys]
     if not all(t in _INTEGRAL or t == "string" for t in types):
         return ""
-    rows = merged.select(*target.keys).distinct().collect()
+    rows = merged.select(*sql_text.columns(target.keys)).distinct().collect()
     if not rows or len(rows) > LISTED_KEYS:
         return ""
     if len(target.keys) == 1:

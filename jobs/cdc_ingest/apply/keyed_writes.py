@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_ingest import sql_text
 from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, INSERT, UPDATE
 from cdc_ingest.apply.few_keys import listed_keys
 from cdc_ingest.apply.runtime_filter import bloom_filtered, unestimated, worth_filtering
@@ -59,7 +60,8 @@ def merge_target(
     actions = (INSERT, UPDATE, DELETED, DELETED_ABSENT) if soft else (INSERT, UPDATE, DELETED)
 
     def merged_rows(frame: DataFrame) -> DataFrame:
-        return frame.where(F.col("_action").isin(*actions)).select(*columns, "_action", *carried)
+        selected = sql_text.columns([*columns, "_action", *carried])
+        return frame.where(F.col("_action").isin(*actions)).select(*selected)
 
     source = merged_rows(classified)
     listed = listed_keys(source, target, merged, table_rows)
@@ -107,7 +109,7 @@ def merge_target(
 def append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
     """Insert into a table this run created: nothing to match, so no MERGE join or delete files."""
     columns: list[Column | str] = [
-        *target.written_columns,
+        *sql_text.columns(target.written_columns),
         ORDER_COLUMN,
         "_cdc_op",
         "_cdc_batch_id",

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.ordering import elements_sql
+from cdc_ingest.sql_text import name
 from cdc_ingest.state.tables import ORDER_COLUMN
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def with_old_key_deletes(changes: DataFrame, target: TargetTable) -> DataFrame:
             if c == "image"
             else F.lit(None).cast("map<string,string>").alias(c)
             if c == "key_values"
-            else F.col(c)
+            else F.col(name(c))
             for c in mine.columns
         ],
         F.lit(True).alias(MOVED_COLUMN),
@@ -73,7 +74,7 @@ def fill_unsent(
     )
     latest = [
         F.last(
-            F.when(~F.array_contains(KEEP_COLUMN, c), F.struct(F.col(c).alias("v"))),
+            F.when(~F.array_contains(KEEP_COLUMN, c), F.struct(F.col(name(c)).alias("v"))),
             ignorenulls=True,
         )
         .over(so_far)
@@ -82,7 +83,7 @@ def fill_unsent(
     ]
     sent = {c: F.col(f"_sent_{c}") for c in columns}
     return good.select("*", *latest).select(
-        *[c for c in good.columns if c not in columns and c != KEEP_COLUMN],
+        *[F.col(name(c)) for c in good.columns if c not in columns and c != KEEP_COLUMN],
         *[sent[c].getField("v").alias(c) for c in columns],
         F.array_compact(F.array(*[F.when(sent[c].isNull(), F.lit(c)) for c in columns])).alias(
             KEEP_COLUMN
@@ -116,11 +117,11 @@ def pair_before_halves(cached: DataFrame, changes: DataFrame, table: str) -> Dat
     )
     return joined.select(
         *[
-            F.when(moved, F.col("_half_key")).otherwise(F.col(c)).alias(c)
+            F.when(moved, F.col("_half_key")).otherwise(F.col(name(c))).alias(c)
             if c == "_cdc_old_key"
-            else F.when(moved, old_values).otherwise(F.col(c)).alias(c)
+            else F.when(moved, old_values).otherwise(F.col(name(c))).alias(c)
             if c == "_cdc_old_key_values"
-            else F.col(c)
+            else F.col(name(c))
             for c in mine.columns
         ]
     )

@@ -124,6 +124,7 @@ def collect_ddl(
         )
         .collect()
     )
+
     def place(r: Row) -> tuple[bytes, int, int, int]:
         return (bytes(r["_cdc_order"]) if by_order else b"", r[0], r[1], r[2])
 
