@@ -45,6 +45,11 @@ CHANGE_COLUMNS = (
     "before",
 )
 
+# Jackson's default limit on a JSON string is 20,000,000 characters (StreamReadConstraints): a
+# valid line holding a longer value was "not valid JSON". Spark's JSON functions take the
+# option maxStringLen; a JVM string holds at most 2^31 - 1 characters, which is the limit now.
+JSON_MAX_STRING_LENGTH = str(2**31 - 1)
+
 UPSERT = "upsert"
 DELETE = "delete"
 NOOP = "noop"

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DELETE, UPSERT, ColumnType, TypeHint
 from cdc_ingest.formats.base import Message, MessageDecoder, unknown
-from cdc_ingest.formats.common import lookup, number, parse_error
+from cdc_ingest.formats.common import PLAIN_JSON_OPTIONS, lookup, number, parse_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -55,7 +55,7 @@ class AerospikeDecoder(MessageDecoder):
 
     def parse(self, records: DataFrame) -> DataFrame:
         # The bins are at top level: a flat object of strings, its metadata parsed on its own.
-        message = F.from_json(F.col("value"), "map<string,string>")
+        message = F.from_json(F.col("value"), "map<string,string>", PLAIN_JSON_OPTIONS)
         metadata = F.from_json(F.element_at(F.col("_m"), F.lit(self.metadata_key)), METADATA_SCHEMA)
         return records.withColumn("_m", message).withColumn("_meta", metadata)
 

@@ -5,8 +5,16 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_ingest.contract import JSON_MAX_STRING_LENGTH as MAX_STRING_LENGTH
+
 # PERMISSIVE keeps a line Spark cannot read as the schema, with its text in ``_corrupt``.
-JSON_OPTIONS = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
+JSON_OPTIONS = {
+    "columnNameOfCorruptRecord": "_corrupt",
+    "mode": "PERMISSIVE",
+    "maxStringLen": MAX_STRING_LENGTH,
+}
+# For parses that need no corrupt-record column (a map of a message's fields).
+PLAIN_JSON_OPTIONS = {"maxStringLen": MAX_STRING_LENGTH}
 TRAILING_COMMA = r",\s*[}\]]"
 LONG_NUMBER = r"[:\[,]\s*-?[0-9][0-9.eE+-]{1000,}"
 

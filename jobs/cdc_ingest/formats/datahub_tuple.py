@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DELETE, NOOP, UPSERT, ColumnType, TypeHint
 from cdc_ingest.formats.base import Message, MessageDecoder, unknown
-from cdc_ingest.formats.common import number, parse_error
+from cdc_ingest.formats.common import PLAIN_JSON_OPTIONS, number, parse_error
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -79,7 +79,9 @@ class DataHubTupleDecoder(MessageDecoder):
 
     def parse(self, records: DataFrame) -> DataFrame:
         # A flat object of strings: a line that is not one parses to null.
-        return records.withColumn("_m", F.from_json(F.col("value"), "map<string,string>"))
+        return records.withColumn(
+            "_m", F.from_json(F.col("value"), "map<string,string>", PLAIN_JSON_OPTIONS)
+        )
 
     def message(self, m: Column, value: Column) -> Message:
 

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
 from cdc_ingest.arrow_frames import arrow_frame
+from cdc_ingest.contract import JSON_MAX_STRING_LENGTH
 from cdc_ingest.landing.zones import LandedFile, S3Access, iter_lines, read_bytes, s3_etag
 from cdc_ingest.sql_text import literal
 
@@ -298,7 +299,10 @@ def to_records(lines: DataFrame, envelope: str) -> DataFrame:
     object arrives as its JSON text, a JSON string as the string itself.
     """
     if envelope == "kafka":
-        options = "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE')"
+        options = (
+            "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE',"
+            f" 'maxStringLen', '{JSON_MAX_STRING_LENGTH}')"
+        )
         with_env = sql_text.select(
             lines, ["*", f"from_json(raw, {literal(KAFKA_ENVELOPE_SCHEMA)}, {options}) AS _env"]
         )

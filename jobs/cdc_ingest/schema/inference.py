@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_ingest import sql_text
-from cdc_ingest.contract import ColumnType
+from cdc_ingest.contract import JSON_MAX_STRING_LENGTH, ColumnType
 from cdc_ingest.sql_text import literal
 
 if TYPE_CHECKING:
@@ -83,10 +83,13 @@ def _with_image(frame: DataFrame, text: str, decoder: Decoder, keep: list[str]) 
         paths = [f"get_json_object({readable}, {literal(p)})" for p in decoder.image_json_paths]
         return sql_text.select(frame, [*keep, f"coalesce({', '.join(paths)}) AS image"])
     schema, accessors = read
-    parsed = sql_text.select(frame, [*keep, f"from_json({readable}, {literal(schema)}) AS _paths"])
+    parsed = sql_text.select(
+        frame, [*keep, f"from_json({readable}, {literal(schema)}, {LIMITS}) AS _paths"]
+    )
     return sql_text.select(parsed, [*keep, f"coalesce({', '.join(accessors)}) AS image"])
 
 
+LIMITS = f"map('maxStringLen', '{JSON_MAX_STRING_LENGTH}')"
 _JSON_PATH = re.compile(r"\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)(\[0\])?")
 
 
@@ -128,7 +131,8 @@ def _json_schema(spark: SparkSession, lines: DataFrame) -> T.StructType:
     """The schema Spark's JSON reader infers over a one-column frame of JSON texts, in the JVM."""
     jvm: Any = spark.sparkContext._jvm
     texts = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
-    found = spark._jsparkSession.read().json(texts).schema().json()
+    reader = spark._jsparkSession.read().option("maxStringLen", JSON_MAX_STRING_LENGTH)
+    found = reader.json(texts).schema().json()
     schema = T._parse_datatype_json_string(found)
     assert isinstance(schema, T.StructType)
     return schema
