@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -156,7 +157,10 @@ def _local_path(uri: str) -> Path:
 
 
 def list_landed(
-    landing: str, s3: S3Access | None = None, file_format: str = "json"
+    landing: str,
+    s3: S3Access | None = None,
+    file_format: str = "json",
+    not_files: dict[str, str] | None = None,
 ) -> list[LandedFile]:
     """Every landed file under a landing URI, in path order.
 
@@ -164,6 +168,9 @@ def list_landed(
         landing: ``file:///abs/dir`` or ``s3://bucket/prefix``.
         s3: how to reach S3 (default: the standard AWS environment variables).
         file_format: the zone's files (see ``FILE_SUFFIXES``).
+        not_files: receives the entries named like landed files that are no regular files
+            (directories, FIFOs, sockets, devices, links to nothing), with what each is: they
+            are not read, and the summary names them rather than skipping them unseen.
 
     Raises:
         LandingError: when the zone does not exist or cannot be listed.
@@ -175,14 +182,33 @@ def list_landed(
         raise LandingError(f"landing zone {landing} is not a readable directory")
     files: list[LandedFile] = []
     try:
-        for path in sorted(
-            p for p in root.rglob("*") if p.is_file() and is_landed_name(p.name, file_format)
-        ):
-            stat = path.stat()
-            files.append(LandedFile(path.as_uri(), stat.st_size, modified=stat.st_mtime))
+        named = sorted(p for p in root.rglob("*") if is_landed_name(p.name, file_format))
     except OSError as exc:
         raise LandingError(f"landing zone {landing}: {exc}") from exc
+    for path in named:
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            kind = "a link to nothing" if path.is_symlink() else f"not readable ({exc.strerror})"
+            if not_files is not None:
+                not_files[path.as_uri()] = kind
+            continue
+        if not S_ISREG(stat.st_mode):
+            if not_files is not None:
+                not_files[path.as_uri()] = _entry_kind(stat.st_mode)
+            continue
+        files.append(LandedFile(path.as_uri(), stat.st_size, modified=stat.st_mtime))
     return files
+
+
+def _entry_kind(mode: int) -> str:
+    if S_ISDIR(mode):
+        return "a directory"
+    if S_ISFIFO(mode):
+        return "a FIFO"
+    if S_ISSOCK(mode):
+        return "a socket"
+    return "a device or other special file"
 
 
 def _hash_local(path: Path) -> str:

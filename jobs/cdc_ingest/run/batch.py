@@ -145,6 +145,8 @@ def new_summary(run: RunContext, mode: RunMode, plan: BatchPlan, started: dateti
         deferred_files=plan.deferred,
         started_at=started.isoformat(),
         changed_after_applied=plan.changed_after_applied,
+        unreadable_files=plan.unreadable,
+        not_files=dict(run.not_files),
     )
     if plan.empty:
         return summary

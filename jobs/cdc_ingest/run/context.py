@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cdc_ingest.formats import load_decoder
@@ -40,6 +40,7 @@ class RunContext:
         state: what the checkpoint held when the run started.
         arrow: pyiceberg's view of the catalog, for the small writes it makes without a Spark
             job (``state/arrow_catalog``); open for the run.
+        not_files: entries named like landed files that are no files, with what each is.
     """
 
     spark: SparkSession
@@ -52,6 +53,7 @@ class RunContext:
     store: CheckpointStore
     state: CheckpointState
     arrow: ArrowCatalog
+    not_files: dict[str, str] = field(default_factory=dict)
 
     @property
     def catalog(self) -> str:
@@ -82,7 +84,8 @@ def open_run(
         pipeline.bound_table,
         lowercase_columns=pipeline.column_names == "lowercase",
     )
-    listing = list_landed(pipeline.landing, file_format=pipeline.file_format)
+    not_files: dict[str, str] = {}
+    listing = list_landed(pipeline.landing, file_format=pipeline.file_format, not_files=not_files)
     catalog = config.catalog.name
     configure_catalog(spark, config.catalog)
     if options.dry_run:
@@ -93,5 +96,5 @@ def open_run(
     store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name, arrow)
     state = store.load() if CHECKPOINTS in existing else CheckpointState()
     return RunContext(
-        spark, config, pipeline, decoder, options, listing, existing, store, state, arrow
+        spark, config, pipeline, decoder, options, listing, existing, store, state, arrow, not_files
     )

@@ -43,6 +43,9 @@ class BatchPlan:
     deferred: int = 0  # new files left for a later batch by ``max_files``
     # Applied files listed with another size now: what was appended is not applied.
     changed_after_applied: dict[str, str] = field(default_factory=dict)
+    # New files that could not be read to fingerprint them, with why: left out, planned again
+    # by the next batch.
+    unreadable: dict[str, str] = field(default_factory=dict)
     # A replay or rebuild: what it is (kept with each planned row) and, per file, the batch and
     # file index of its first application, which its changes keep as their landing position.
     replay: dict[str, Any] | None = None
@@ -140,13 +143,22 @@ class CheckpointStore:
         fingerprints = dict(state.fingerprints)
         files: list[LandedFile] = []
         duplicates: dict[str, str] = {}
+        unreadable: dict[str, str] = {}
         new = [landed for landed in listing if landed.uri not in state.seen_files]
         for position, landed in enumerate(new):
             if max_files is not None and len(files) >= max_files:
                 return BatchPlan(
-                    state.last_batch_id + 1, files, duplicates, deferred=len(new) - position
+                    state.last_batch_id + 1,
+                    files,
+                    duplicates,
+                    deferred=len(new) - position,
+                    unreadable=unreadable,
                 )
-            landed = landed.with_fingerprint()
+            try:
+                landed = landed.with_fingerprint()
+            except OSError as exc:
+                unreadable[landed.uri] = f"cannot be read: {exc.strerror or exc}"
+                continue
             assert landed.fingerprint is not None
             original = fingerprints.get(landed.fingerprint)
             if original is not None:
@@ -154,7 +166,7 @@ class CheckpointStore:
                 continue
             fingerprints[landed.fingerprint] = landed.uri
             files.append(landed)
-        return BatchPlan(state.last_batch_id + 1, files, duplicates)
+        return BatchPlan(state.last_batch_id + 1, files, duplicates, unreadable=unreadable)
 
     def record_planned(self, plan: BatchPlan) -> None:
         """Commit the batch's file list before any table is changed.

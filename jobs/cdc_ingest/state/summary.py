@@ -63,6 +63,10 @@ class RunSummary:
     # Files applied by an earlier batch whose size differs now (lines appended after they were
     # applied are not applied: land them in a new file).
     changed_after_applied: dict[str, str] = field(default_factory=dict)
+    # New files left out because they could not be read (tried again next run), and entries
+    # named like landed files that are no files (never read), each with why.
+    unreadable_files: dict[str, str] = field(default_factory=dict)
+    not_files: dict[str, str] = field(default_factory=dict)
     lines: int = 0
     records: int = 0  # = lines, except for multi-row messages
     messages: int = 0  # records decoded without error (applied, skipped or changing no row)
@@ -169,15 +173,39 @@ class RunSummary:
         """The summary as one JSON object (stored with the batch's checkpoint)."""
         return json.dumps(asdict(self), sort_keys=True)
 
+    def _files(self, planned: bool = False) -> list[str]:
+        """Summary lines of the files and entries not applied, each with why."""
+        groups = (
+            [
+                ("left out, deleted after they were planned", self.missing_files),
+                (
+                    "left out, changed after they were planned (planned again next run)",
+                    self.changed_files,
+                ),
+            ]
+            if planned
+            else []
+        )
+        groups += [
+            (
+                "changed after they were applied "
+                + ("(the change is not applied)" if planned else "(not applied)"),
+                self.changed_after_applied,
+            ),
+            ("left out, unreadable (planned again next run)", self.unreadable_files),
+            ("named like landed files are no files (not read)", self.not_files),
+        ]
+        lines = []
+        for title, files in groups:
+            if files:
+                lines.append(f"  {len(files)} files {title}:")
+                lines += [f"    {uri}: {why}" for uri, why in sorted(files.items())]
+        return lines
+
     def render(self) -> str:
         """Human-readable summary for the CLI and the Airflow task log."""
         if self.batch_id is None:
-            nothing = f"pipeline {self.pipeline}: nothing new to apply"
-            changed = [f"  {u}: {why}" for u, why in sorted(self.changed_after_applied.items())]
-            if changed:
-                head = f"  {len(changed)} files changed after they were applied (not applied):"
-                return "\n".join([nothing, head, *changed])
-            return nothing
+            return "\n".join([f"pipeline {self.pipeline}: nothing new to apply", *self._files()])
         resumed = " (resumed)" if self.resumed else ""
         records = f" ({self.records} records)" if self.records != self.lines else ""
         head = (
@@ -205,20 +233,7 @@ class RunSummary:
         if self.freshness_ms is not None:
             fresh = datetime.fromtimestamp(self.freshness_ms / 1000, UTC)
             lines.append(f"  freshness: source events up to {fresh.isoformat()}")
-        for title, files in (
-            ("left out, deleted after they were planned", self.missing_files),
-            (
-                "left out, changed after they were planned (planned again next run)",
-                self.changed_files,
-            ),
-            (
-                "changed after they were applied (the change is not applied)",
-                self.changed_after_applied,
-            ),
-        ):
-            if files:
-                lines.append(f"  {len(files)} files {title}:")
-                lines += [f"    {uri}: {why}" for uri, why in sorted(files.items())]
+        lines += self._files(planned=True)
         for target, names in sorted(self.merged_sources.items()):
             lines.append(
                 f"  {target}: changes of {', '.join(names)} are applied to this one table "
