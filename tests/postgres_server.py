@@ -77,8 +77,10 @@ class PostgresServer:
         )
         if done.returncode != 0:
             log = self.log_file.read_text() if self.log_file.is_file() else ""
+            shown = " ".join(command)
+            shown = shown if len(shown) < 400 else shown[:400] + "..."
             raise RuntimeError(
-                f"{' '.join(command)} exited {done.returncode}:\n{done.stdout}{done.stderr}{log}"
+                f"{shown} exited {done.returncode}:\n{done.stdout}{done.stderr}{log[-2000:]}"
             )
         return done
 
