@@ -27,9 +27,11 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -c "import pyspark, sys; v = pyspark.__version__; print('pyspark', v); sys.exit(v != '3.5.9')"
 	touch $(STAMP)
 
-$(JARS_STAMP): $(STAMP) jobs/cdc_ingest/jars.py tests/rest_catalog_server.py
+$(JARS_STAMP): $(STAMP) jobs/cdc_ingest/jars.py tests/rest_catalog_server.py tests/debezium_lander.py tests/debezium_lander/Lander.java
 	$(BIN)/python -m cdc_ingest.jars
 	$(BIN)/python tests/rest_catalog_server.py
+	@# The real-producer tests' Debezium connectors and embedded engine, and the lander built on it.
+	$(BIN)/python tests/debezium_lander.py
 	touch $(JARS_STAMP)
 
 system-deps:
@@ -45,6 +47,11 @@ system-deps:
 	  echo "PostgreSQL server not found: installing postgresql"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    postgresql >/dev/null; }
+	@# The real-producer tests run MariaDB (and PostgreSQL, above) on loopback.
+	@test -x /usr/sbin/mariadbd || { \
+	  echo "MariaDB server not found: installing mariadb-server"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    mariadb-server >/dev/null; }
 	@# The status page test reads the Airflow plugin's page with Debian's headless chromium.
 	@test -x $(CHROMIUM) || { \
 	  echo "chromium not found: installing chromium"; \

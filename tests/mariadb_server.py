@@ -109,6 +109,7 @@ class MariaDbServer:
             f"--socket={self.socket_path}",
             "-uroot",
             "--batch",
+            "--raw",
             "--skip-column-names",
         ]
         done = subprocess.run(

@@ -82,6 +82,8 @@ class Workload:
         }
         self.next_id = 1
         self.round = 0
+        # The accounts table's name: RENAME TABLE changes it.
+        self.accounts_table = "accounts"
 
     def create(self) -> list[str]:
         """The tables, before the connector starts (its snapshot reads them)."""
@@ -162,7 +164,7 @@ class Workload:
         return statements
 
     def accounts(self, count: int) -> list[str]:
-        accounts = self.tables["accounts"]
+        accounts = self.tables[self.accounts_table]
         statements = []
         for _ in range(count):
             key = (self.random.choice(["eu", "us", "apac"]), self.random.randrange(10**6))
@@ -170,7 +172,9 @@ class Workload:
                 continue
             accounts.rows.add(key)
             balance = f"{self.random.randrange(-(10**9), 10**9)}.{self.random.randrange(10**4):04d}"
-            statements.append(f"INSERT INTO accounts VALUES ('{key[0]}', {key[1]}, {balance})")
+            statements.append(
+                f"INSERT INTO {accounts.name} VALUES ('{key[0]}', {key[1]}, {balance})"
+            )
         return statements
 
     def changes(self) -> list[str]:
@@ -189,13 +193,15 @@ class Workload:
             (gone,) = r.choice(sorted(items.rows))
             items.rows.discard((gone,))
             statements.append(f"DELETE FROM items WHERE id = {gone}")
-        accounts = self.tables["accounts"]
+        accounts = self.tables[self.accounts_table]
         if accounts.rows:
             code, n = r.choice(sorted(accounts.rows))
             accounts.rows.discard((code, n))
             moved = n + 10**6 + r.randrange(10**6)
             accounts.rows.add((code, moved))
-            statements.append(f"UPDATE accounts SET n = {moved} WHERE code = '{code}' AND n = {n}")
+            statements.append(
+                f"UPDATE {accounts.name} SET n = {moved} WHERE code = '{code}' AND n = {n}"
+            )
         return statements
 
     def marker(self) -> str:
@@ -228,7 +234,7 @@ def schema_round(workload: Workload, step: int) -> list[str]:
     if step == 2 and mariadb:
         statements = [*w.changes(), "RENAME TABLE accounts TO ledger"]
         w.tables["ledger"] = w.tables.pop("accounts")
-        w.tables["ledger"].name = "ledger"
+        w.tables["ledger"].name = w.accounts_table = "ledger"
         statements += [
             "INSERT INTO ledger VALUES ('eu', 7, 1.5)",
             "CREATE TABLE notes (id int PRIMARY KEY, v varchar(10))",
