@@ -45,7 +45,8 @@ def source(table: str, position: int, db: str = "shop") -> dict[str, Any]:
         "connector": "mariadb",
         "name": "mdb",
         "ts_ms": 1795840968000,
-        "snapshot": "false",
+        # While streaming, MariaDB's connector 3.5.0 sends none (null).
+        "snapshot": None,
         "db": db,
         "table": table,
         "server_id": 1,
@@ -109,7 +110,7 @@ SCHEMA_CHANGE_KEY = {
 
 
 def schema_change(
-    statement: str, position: int, table: str | None, snapshot: str = "false", ts_ms: int = 0
+    statement: str, position: int, table: str | None, snapshot: str | None = None, ts_ms: int = 0
 ) -> dict[str, Any]:
     """A schema-change topic event's value (the MariaDB connector's ``include.schema.changes``);
     a snapshot's statements carry the time the connector wrote them."""

@@ -222,7 +222,9 @@ def schema_round(workload: Workload, step: int) -> list[str]:
         before = w.changes()
         w.types["extra"] = "varchar(40)"
         items.kinds["extra"] = "text"
-        return [*before, "ALTER TABLE items ADD COLUMN extra varchar(40)", *w.changes()]
+        # PostgreSQL sends no schema changes: a default there reaches no existing row.
+        default = " DEFAULT 'fresh'" if mariadb else ""
+        return [*before, f"ALTER TABLE items ADD COLUMN extra varchar(40){default}", *w.changes()]
     if step == 1 and mariadb:
         statements = [*w.changes(), "ALTER TABLE items DROP COLUMN note"]
         del w.types["note"], items.kinds["note"]

@@ -91,6 +91,9 @@ def _connector(dialect: str, server: Any, database: str, shape: str) -> dict[str
         "database.password": PASSWORD,
         "topic.prefix": f"{dialect[:2]}{shape}",
         "skipped.operations": "none",
+        # Kafka Connect's JSON converter writes a column's DEFAULT for a NULL value unless told
+        # not to (replace.null.with.default, true since Kafka 3.5): the mirror would hold it.
+        "converter.replace.null.with.default": "false",
     }
     if dialect == "postgres":
         return {
@@ -109,6 +112,9 @@ def _connector(dialect: str, server: Any, database: str, shape: str) -> dict[str
         "bigint.unsigned.handling.mode": "precise",
         "database.ssl.mode": "disable",
         "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
+        # Else the schema-change topic carries every database's statements, and a {table}
+        # template would apply another database's ALTER to the same-named mirror.
+        "schema.history.internal.store.only.captured.databases.ddl": "true",
     }
 
 

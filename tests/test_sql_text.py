@@ -120,6 +120,5 @@ def test_resolving_a_batch_costs_a_few_py4j_calls(spark: Any) -> None:
     )
     # The vendor's order, then batch, file, line and row, eight bytes each (sign bit flipped).
     assert bytes(row["_cdc_order"]).hex() == (
-        "8000000000000001" "8000000000000007" "8000000000000000" "8000000000000001"
-        "8000000000000000"
+        "80000000000000018000000000000007800000000000000080000000000000018000000000000000"
     )

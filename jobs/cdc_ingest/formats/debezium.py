@@ -88,7 +88,8 @@ class DebeziumFamilyDecoder(MessageDecoder):
         later than the rows' (which is when the snapshot started).
         """
         snapshot = F.lower(source.getItem("snapshot"))
-        in_snapshot = snapshot.isin(*INITIAL_SNAPSHOT)
+        # MariaDB's connector sends no snapshot field while streaming (null, not "false").
+        in_snapshot = F.coalesce(snapshot.isin(*INITIAL_SNAPSHOT), F.lit(False))
         source_ms = number(source.getItem("ts_ms"))
         if statement is not None:
             source_ms = F.when(~(in_snapshot & statement), source_ms)

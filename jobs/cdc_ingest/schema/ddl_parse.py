@@ -17,6 +17,7 @@ from typing import Any
 
 from cdc_ingest.contract import ColumnType
 from cdc_ingest.formats.oms_types import oms_column_type
+from cdc_ingest.sql_text import literal
 
 ADD_COLUMN = "add_column"
 DROP_COLUMN = "drop_column"
@@ -42,6 +43,8 @@ class SchemaChange:
         columns: a created table's columns, in order.
         keys: a created table's primary key.
         detail: what the clause was, for the DDL history (e.g. ``ADD INDEX``).
+        default: an added column's constant DEFAULT as a Spark SQL literal (the value rows that
+            exist already hold in the source), or None (no default, NULL, or an expression).
     """
 
     action: str
@@ -51,6 +54,7 @@ class SchemaChange:
     columns: dict[str, ColumnType] = field(default_factory=dict)
     keys: tuple[str, ...] = ()
     detail: str = ""
+    default: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,12 +109,39 @@ def _column_def(node: Any, dialect: str) -> tuple[str, ColumnType | None]:
     return _name(node), (_type(kind, dialect) if kind is not None else None)
 
 
+def _constant_default(column: Any) -> str | None:
+    """A column definition's DEFAULT as a Spark SQL literal when it is a constant (a string, a
+    number, possibly negative); None for none, NULL, or an expression (CURRENT_TIMESTAMP...),
+    whose value when the column was added the statement does not say."""
+    from sqlglot import exp
+
+    for constraint in column.args.get("constraints") or []:
+        kind = constraint.args.get("kind")
+        if not isinstance(kind, exp.DefaultColumnConstraint):
+            continue
+        value, sign = kind.this, ""
+        if isinstance(value, exp.Neg):
+            value, sign = value.this, "-"
+        if isinstance(value, exp.Literal) and value.is_string and not sign:
+            return literal(str(value.this))
+        if isinstance(value, exp.Literal) and not value.is_string:
+            return f"{sign}{value.this}"
+        return None
+    return None
+
+
 def _alter_action(action: Any, dialect: str) -> SchemaChange:
     from sqlglot import exp
 
     if isinstance(action, exp.ColumnDef):
         name, ctype = _column_def(action, dialect)
-        return SchemaChange(ADD_COLUMN, column=name, column_type=ctype, detail="ADD COLUMN")
+        return SchemaChange(
+            ADD_COLUMN,
+            column=name,
+            column_type=ctype,
+            detail="ADD COLUMN",
+            default=_constant_default(action),
+        )
     if isinstance(action, exp.Drop) and str(action.args.get("kind", "")).upper() == "COLUMN":
         [column] = action.args.get("tables") or [None]
         return SchemaChange(DROP_COLUMN, column=_name(column), detail="DROP COLUMN")

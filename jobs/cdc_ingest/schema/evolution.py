@@ -221,6 +221,13 @@ def plan_statement(
             )
             columns[name] = change.column_type.spark_type
             done.append(f"added {name} {change.column_type.spark_type}")
+            if change.default is not None:
+                # The rows the table holds took the default in the source: so they do here.
+                statements.append(
+                    f"UPDATE {identifier} SET {quote(name)} ="
+                    f" CAST({change.default} AS {change.column_type.spark_type})"
+                )
+                done.append(f"existing rows set to its default {change.default}")
         elif change.action == DROP_COLUMN and name in columns:
             statements.append(f"ALTER TABLE {identifier} DROP COLUMN {quote(name)}")
             del columns[name]
