@@ -197,7 +197,7 @@ class Workload:
         if accounts.rows:
             code, n = r.choice(sorted(accounts.rows))
             accounts.rows.discard((code, n))
-            moved = n + 10**6 + r.randrange(10**6)
+            moved = int(str(n)) + 10**6 + r.randrange(10**6)
             accounts.rows.add((code, moved))
             statements.append(
                 f"UPDATE {accounts.name} SET n = {moved} WHERE code = '{code}' AND n = {n}"
