@@ -170,7 +170,14 @@ def test_page_shows_each_pipeline_in_a_browser(server: ApiServer, filled_lake: L
     assert raws[0].startswith('{"data": [{"id": "5"') and raws[0].endswith("…")
     assert len(raws[0]) == 201
     assert page.rows[("shop", "ddl")] == [
-        ["1", "orders", "2023-11-14 22:13:23 UTC", ALTER, "applied", "added qty bigint"]
+        [
+            "1",
+            "orders",
+            "2023-11-14 22:13:23 UTC",
+            ALTER,
+            "applied",
+            "added qty bigint; existing rows set to its default 0",
+        ]
     ]
 
     crm = {name: text for (pipeline, name), text in page.fields.items() if pipeline == "crm"}
