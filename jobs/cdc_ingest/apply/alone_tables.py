@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
 from cdc_ingest.apply.concurrent_writes import write_each
-from cdc_ingest.apply.segmented import TableContext, apply_segment
+from cdc_ingest.apply.segmented import TableContext, apply_segment, dead_letters
 from cdc_ingest.schema.evolution import ignored_rows
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.state.summary import TableSummary
@@ -158,12 +158,5 @@ def refuse_table(
     if _committed_in_batch(ctx, name):
         raise exc
     reason = f"table {name} {why(exc)}"
-    letters = changes.where(F.col("_cdc_target") == name).select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "row_in_message",
-        F.lit(reason).alias("reason"),
-        F.col("_cdc_source").alias("source_table"),
-        F.lit(name).alias("target_table"),
-    )
+    letters = dead_letters(changes.where(F.col("_cdc_target") == name), reason, name)
     return TableSummary(name, dead_lettered=rows), letters

@@ -101,6 +101,18 @@ def apply_segment(
     return part, errors
 
 
+def dead_letters(changes: DataFrame, reason: str, name: str) -> DataFrame:
+    """``changes`` as the dead-letter frame of table ``name``, each with ``reason``."""
+    return changes.select(
+        "_cdc_file_idx",
+        "_cdc_line",
+        "row_in_message",
+        F.lit(reason).alias("reason"),
+        F.col("_cdc_source").alias("source_table"),
+        F.lit(name).alias("target_table"),
+    )
+
+
 def _add(total: TableSummary, part: TableSummary) -> None:
     for f in fields(TableSummary):
         value = getattr(part, f.name)
@@ -280,16 +292,8 @@ def apply_with_ddl(
             # In source order nothing changes a table after its RENAME: such changes are late or
             # misplaced, and are named rather than lost.
             reason = f"the change follows RENAME TABLE {name} TO {renamed} in the stream"
-            letters = mine.select(
-                "_cdc_file_idx",
-                "_cdc_line",
-                "row_in_message",
-                F.lit(reason).alias("reason"),
-                F.col("_cdc_source").alias("source_table"),
-                F.lit(name).alias("target_table"),
-            )
             _add(total, TableSummary(name, dead_lettered=rows))
-            bad.append(letters)
+            bad.append(dead_letters(mine, reason, name))
         if index == len(events):
             break
         event = events[index]

@@ -169,8 +169,7 @@ def list_landed(
         s3: how to reach S3 (default: the standard AWS environment variables).
         file_format: the zone's files (see ``FILE_SUFFIXES``).
         not_files: receives the entries named like landed files that are no regular files
-            (directories, FIFOs, sockets, devices, links to nothing), with what each is: they
-            are not read, and the summary names them rather than skipping them unseen.
+            (directories, FIFOs, links to nothing...), with what each is: never read, named.
 
     Raises:
         LandingError: when the zone does not exist or cannot be listed.
@@ -181,6 +180,7 @@ def list_landed(
     if not root.is_dir():
         raise LandingError(f"landing zone {landing} is not a readable directory")
     files: list[LandedFile] = []
+    odd = {} if not_files is None else not_files
     try:
         named = sorted(p for p in root.rglob("*") if is_landed_name(p.name, file_format))
     except OSError as exc:
@@ -189,26 +189,19 @@ def list_landed(
         try:
             stat = path.stat()
         except OSError as exc:
-            kind = "a link to nothing" if path.is_symlink() else f"not readable ({exc.strerror})"
-            if not_files is not None:
-                not_files[path.as_uri()] = kind
+            gone = path.is_symlink()
+            odd[path.as_uri()] = "a link to nothing" if gone else f"not readable ({exc.strerror})"
             continue
         if not S_ISREG(stat.st_mode):
-            if not_files is not None:
-                not_files[path.as_uri()] = _entry_kind(stat.st_mode)
+            odd[path.as_uri()] = _entry_kind(stat.st_mode)
             continue
         files.append(LandedFile(path.as_uri(), stat.st_size, modified=stat.st_mtime))
     return files
 
 
 def _entry_kind(mode: int) -> str:
-    if S_ISDIR(mode):
-        return "a directory"
-    if S_ISFIFO(mode):
-        return "a FIFO"
-    if S_ISSOCK(mode):
-        return "a socket"
-    return "a device or other special file"
+    kinds = {S_ISDIR: "a directory", S_ISFIFO: "a FIFO", S_ISSOCK: "a socket"}
+    return next((k for test, k in kinds.items() if test(mode)), "a device or other special file")
 
 
 def _hash_local(path: Path) -> str:
