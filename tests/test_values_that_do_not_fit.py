@@ -12,7 +12,7 @@ from canal_messages import outcomes, row_message
 def test_a_change_whose_value_does_not_fit_supersedes_nothing(lake, held, tables):
     """A key's newest change holds a value its column cannot take: the key's older change is
     applied, and the dead letter is no message; a key whose only change does not fit is not
-    applied. The changes with typing errors go into the collapse (keyed.newest_changes), which
+    applied. The changes with typing errors go into the collapse (collapse.newest_changes), which
     ranks them last."""
     lake.add_pipeline("shop", "canal-json")
     if held:

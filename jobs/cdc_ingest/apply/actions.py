@@ -10,3 +10,7 @@ INSERT, UPDATE, DELETED, DELETED_ABSENT, SUPERSEDED, OLDER = (
     "superseded",
     "older",
 )
+# With soft deletes, a delete whose key the batch upserted (newer than the table's row) before it:
+# the row is written with that upsert's values and flagged, as two batches split between the
+# upsert and the delete would leave it (``soft_deletes``). Counted as deleted.
+DELETED_WRITTEN = "delete_written"

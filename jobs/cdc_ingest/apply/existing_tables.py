@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, INSERT, UPDATE
+from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, DELETED_WRITTEN, INSERT, UPDATE
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.concurrent_writes import write_each
 from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
@@ -36,6 +36,7 @@ from cdc_ingest.apply.fresh_tables import (
     fits_a_group,
     fresh_groups,
     with_flag,
+    with_flags,
 )
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
@@ -228,8 +229,10 @@ class ExistingGroup(FreshGroup):
     @property
     def written_actions(self) -> tuple[str, ...]:
         """The actions a table's write takes: with soft deletes, a delete of a soft-deleted row
-        too (its order moves on, as in ``keyed_writes.merge_target``)."""
-        return (INSERT, UPDATE, DELETED, *([DELETED_ABSENT] if self.soft else []))
+        too (its order moves on, as in ``keyed_writes.merge_target``), and a delete that writes
+        its upsert's row (``soft_deletes``)."""
+        soft = (DELETED_ABSENT, DELETED_WRITTEN) if self.soft else ()
+        return (INSERT, UPDATE, DELETED, *soft)
 
     def _written(self, name: str) -> int:
         summary = self.summaries[name]
@@ -277,17 +280,19 @@ class ExistingGroup(FreshGroup):
         read, without the updated and deleted keys, plus the inserted and updated rows (whole
         images: a group holds no table with unsent values). With soft deletes, every written
         key's row goes (an insert may revive a soft-deleted row) and a deleted key's comes back
-        flagged, with the delete's order, operation and batch (``merge_target``'s)."""
+        flagged, with the delete's order, operation and batch (``merge_target``'s), or with the
+        values of the upsert the delete carries (``soft_deletes``)."""
         import pyarrow.compute as pc
 
         changes = self._arrow_rows(target.name)
         action = changes.column("_action")
         gone = string_array(*self.written_actions) if self.soft else string_array(UPDATE, DELETED)
         removed = changes.filter(pc.is_in(action, value_set=gone))
-        added = changes.filter(pc.is_in(action, value_set=string_array(INSERT, UPDATE)))
+        whole = (INSERT, UPDATE, DELETED_WRITTEN) if self.soft else (INSERT, UPDATE)
+        added = changes.filter(pc.is_in(action, value_set=string_array(*whole)))
         marks = None
         if self.soft:
-            added = with_flag(added, False)
+            added = with_flags(added)
             deleted = changes.filter(
                 pc.is_in(action, value_set=string_array(DELETED, DELETED_ABSENT))
             )

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
-from cdc_ingest.apply.actions import INSERT
+from cdc_ingest.apply.actions import DELETED_WRITTEN, INSERT
+from cdc_ingest.apply.collapse import newest_changes
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
 from cdc_ingest.apply.group_layout import GroupLayout, group_layout
 from cdc_ingest.apply.keyed import (
@@ -32,7 +33,6 @@ from cdc_ingest.apply.keyed import (
     action_counts,
     arrow_action_counts,
     classify,
-    newest_changes,
     table_summary,
 )
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
@@ -171,7 +171,8 @@ class FreshGroup:
                 ).collect()
             self._ignored = {r[TARGET]: r["ignored"] for r in counted}
             typed = typed.where(f"NOT ({is_delete})")
-        return newest_changes(typed, per=(TARGET, "_cdc_key"), typing_errors=True)
+        carry = [*self.columns, *self.tables[0].target.computed] if self.soft else None
+        return newest_changes(typed, per=(TARGET, "_cdc_key"), typing_errors=True, carry=carry)
 
     def _materialized(self, classified: DataFrame) -> dict[tuple[object, ...], ActionCounts]:
         """Materialize the classification (its lineage cut: recomputed after a write, it would
@@ -239,7 +240,7 @@ class FreshGroup:
         where it can take the table, else by a Spark job."""
         target = table.target
         summary = self.summaries[target.name]
-        if not summary.inserted:
+        if not self._written(target.name):
             if arrow is not None:
                 arrow.create_pending(target.identifier)  # deferred to its rows: it has none
             return
@@ -248,7 +249,7 @@ class FreshGroup:
             with stage("append to created table"):
                 rows = self._arrow_rows(target.name)
                 if self.soft:
-                    rows = with_flag(rows, False)
+                    rows = with_flags(rows)
                 if arrow.append(target.identifier, rows, note):
                     return
         with commit_properties(self.spark, note), stage("append to created table"):
@@ -258,11 +259,15 @@ class FreshGroup:
 
     @property
     def written_actions(self) -> tuple[str, ...]:
-        """The actions whose rows a table's write takes (``_arrow_rows``)."""
-        return (INSERT,)
+        """The actions whose rows a table's write takes (``_arrow_rows``): with soft deletes, a
+        delete that writes its upsert's row too (``soft_deletes``)."""
+        return (INSERT, DELETED_WRITTEN) if self.soft else (INSERT,)
 
     def _written(self, name: str) -> int:
-        return self.summaries[name].inserted
+        summary = self.summaries[name]
+        # A created table holds no row to flag: each of its soft deletes counted as deleted
+        # writes its upsert's row.
+        return summary.inserted + (summary.deleted if self.soft else 0)
 
     def _arrow_rows(self, name: str) -> pa.Table:
         """The table's rows of the ``written_actions`` as Arrow (with ``_action``): from the
@@ -326,13 +331,13 @@ class FreshGroup:
         tables that have tombstones now. Tables without inserts of their own note their counts on
         it (a table with inserts noted them on its own commit)."""
         tombstones = self.tables[0].target.tombstones
-        deleting = [n for n in self.summaries if n in applied and self.summaries[n].deleted_absent]
+        deleting = [
+            n for n, s in self.summaries.items() if n in applied and (s.deleted_absent or s.deleted)
+        ]
         if not deleting:
             return []
         notes = [
-            (n, "0", self._outcome(self.summaries[n]))
-            for n in deleting
-            if not self.summaries[n].inserted
+            (n, "0", self._outcome(self.summaries[n])) for n in deleting if not self._written(n)
         ]
         properties = notes_properties(self.batch_id, notes) if notes else {}
         with commit_properties(self.spark, properties), stage("append first tombstones"):
@@ -371,6 +376,15 @@ def with_flag(rows: pa.Table, deleted: bool) -> pa.Table:
     import pyarrow as pa
 
     return rows.append_column(DELETED_COLUMN, pa.repeat(pa.scalar(deleted), rows.num_rows))
+
+
+def with_flags(rows: pa.Table) -> pa.Table:
+    """``rows`` (with ``_action``) with the soft-delete flag ``_cdc_deleted``: set on each that
+    a delete writes (``DELETED_WRITTEN``)."""
+    import pyarrow.compute as pc
+
+    flags = pc.equal(rows.column("_action"), DELETED_WRITTEN)
+    return rows.append_column(DELETED_COLUMN, flags)
 
 
 def _split_by_table(rows: pa.Table) -> dict[str, pa.Table]:

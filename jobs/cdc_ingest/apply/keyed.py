@@ -18,10 +18,12 @@ from cdc_ingest import sql_text
 from cdc_ingest.apply.actions import (
     DELETED,
     DELETED_ABSENT,
+    DELETED_WRITTEN,
     INSERT,
     OLDER,
     UPDATE,
 )
+from cdc_ingest.apply.collapse import newest_changes
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
 from cdc_ingest.apply.concurrent_writes import TOMBSTONE_WRITES
 from cdc_ingest.apply.few_keys import rows_of_keys, semi_joined
@@ -31,10 +33,10 @@ from cdc_ingest.apply.keyed_writes import (
     merge_target,
     merge_tombstones,
 )
+from cdc_ingest.apply.soft_deletes import CARRIED_ORDER, carries_values, soft_carried
 from cdc_ingest.apply.typed_changes import typed_changes, typing_errors
 from cdc_ingest.apply.update_images import (
     MOVED_COLUMN,
-    fill_unsent,
     with_old_key_deletes,
 )
 from cdc_ingest.contract import DELETE, UPSERT
@@ -69,49 +71,6 @@ OUTCOMES = (
     "key_changes",
     "deletes_ignored",
 )
-
-
-def newest_changes(
-    good: DataFrame,
-    unsent: list[str] | None = None,
-    per: tuple[str, ...] = ("_cdc_key",),
-    typing_errors: bool = False,
-) -> DataFrame:
-    """Each key's newest change, with ``_changes``: how many changes of the batch it stands for.
-
-    One sort by key and order serves both window functions (same partitioning and ordering), and
-    only the newest change per key goes on: the others are merely counted as superseded.
-    ``unsent``: columns some changes did not send (``KEEP_COLUMN``, ``fill_unsent``).
-    ``per``: what a key is (with ``_cdc_target`` first when the frame holds several tables).
-    ``typing_errors``: ``good`` still holds the changes whose values did not fit their types
-    (``_type_error``, never with ``unsent``), which supersede nothing and are not counted: they
-    rank after every usable change of their key, and go with the ranks. Filtered out before the
-    collapse instead, the filter is pushed below the projection that types the changes, and every
-    change is typed twice: once for the filter's test, once for the projection.
-    """
-    if unsent:
-        if typing_errors:
-            raise ValueError("changes with typing errors cannot fill unsent columns")
-        good = fill_unsent(good, unsent, per)
-    usable = "_type_error IS NULL"
-    partition = ", ".join(sql_text.name(column) for column in per)
-    ordered = f"{usable} DESC, {ORDER_COLUMN} DESC" if typing_errors else f"{ORDER_COLUMN} DESC"
-    newest_first = f"PARTITION BY {partition} ORDER BY {ordered}"
-    whole_key = f"{newest_first} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
-    counted = f"count(CASE WHEN {usable} THEN 1 END)" if typing_errors else "count(1)"
-    dropped = {"_cdc_file_idx", "_cdc_line", "_cdc_source", "_type_error"}
-    kept = [sql_text.name(column) for column in good.columns if column not in dropped]
-    ranked = sql_text.select(
-        good,
-        [
-            *kept,
-            *(["_type_error"] if typing_errors else []),
-            f"row_number() OVER ({newest_first}) AS _rank",
-            f"{counted} OVER ({whole_key}) AS _changes",
-        ],
-    )
-    newest = ranked.where(f"_rank = 1 AND {usable}" if typing_errors else "_rank = 1")
-    return sql_text.select(newest, [*kept, "_changes"])
 
 
 def with_table_rows(
@@ -189,15 +148,21 @@ def with_actions(joined: DataFrame, soft: bool = False) -> DataFrame:
     # delete only moves its order on (a delete of an absent key).
     gone = f"({newer} AND coalesce(_t_deleted, false))" if soft else "false"
     is_delete = f"_cdc_kind = {literal(DELETE)}"
+    deleted, deleted_absent = literal(DELETED), literal(DELETED_ABSENT)
+    if soft and CARRIED_ORDER in joined.columns:
+        # A delete that carries the values of an upsert the table has not seen writes them.
+        written = f"WHEN {carries_values()} THEN {literal(DELETED_WRITTEN)}"
+        deleted = f"CASE {written} ELSE {deleted} END"
+        deleted_absent = f"CASE {written} ELSE {deleted_absent} END"
     action = (
         f"CASE WHEN {gone} THEN"
-        f" CASE WHEN {is_delete} THEN {literal(DELETED_ABSENT)} ELSE {literal(INSERT)} END"
+        f" CASE WHEN {is_delete} THEN {deleted_absent} ELSE {literal(INSERT)} END"
         f" WHEN {newer} THEN"
-        f" CASE WHEN {is_delete} THEN {literal(DELETED)} ELSE {literal(UPDATE)} END"
+        f" CASE WHEN {is_delete} THEN {deleted} ELSE {literal(UPDATE)} END"
         f" WHEN {exists} THEN {literal(OLDER)}"
         f" WHEN _d_order IS NOT NULL AND {ORDER_COLUMN} <= _d_order THEN {literal(OLDER)}"
         f" WHEN _cdc_kind = {literal(UPSERT)} THEN {literal(INSERT)}"
-        f" ELSE {literal(DELETED_ABSENT)} END"
+        f" ELSE {deleted_absent} END"
     )
     return sql_text.select(
         joined, ["*", f"{action} AS _action", "_d_order IS NOT NULL AS _had_tombstone"]
@@ -243,7 +208,7 @@ def moves_held_tombstones(counts: ActionCounts) -> bool:
     the common case of a stream, whose deletes are of keys deleted for the first time. A writer
     that set one of those keys' tombstones since the classification read them is the same race
     as for the first tombstones of a table, which are appended too."""
-    tombstoning = (DELETED, DELETED_ABSENT, INSERT)
+    tombstoning = (DELETED, DELETED_ABSENT, DELETED_WRITTEN, INSERT)
     return any(had and act in tombstoning and keys for (act, had), (keys, _) in counts.items())
 
 
@@ -275,7 +240,7 @@ def table_summary(
         deletes_ignored=ignored,
         inserted=by_action.get(INSERT, 0),
         updated=by_action.get(UPDATE, 0),
-        deleted=by_action.get(DELETED, 0),
+        deleted=by_action.get(DELETED, 0) + by_action.get(DELETED_WRITTEN, 0),
         deleted_absent=by_action.get(DELETED_ABSENT, 0),
         superseded=good - sum(by_action.values()),
         older=by_action.get(OLDER, 0),
@@ -333,12 +298,13 @@ def apply_table(
     filled = unsent if target.unavailable_values else None
     # Typing errors go to the collapse, which drops them, unless it fills columns from them.
     collapsed = usable if filled else kept
+    carry = soft_carried(target)
     if created:
-        newest = newest_changes(collapsed, filled, typing_errors=not filled)
+        newest = newest_changes(collapsed, filled, typing_errors=not filled, carry=carry)
     else:
         held = with_table_rows(spark, collapsed, target, semi_joined(rows, table_rows))
         per = (*target.keys, "_cdc_key")
-        newest = newest_changes(held, filled, per=per, typing_errors=not filled)
+        newest = newest_changes(held, filled, per=per, typing_errors=not filled, carry=carry)
     index = tombstone_index or TombstoneIndex(spark, target.tombstones)
     with stage("probe tombstones"):
         tombstones = index.holds(target.name)

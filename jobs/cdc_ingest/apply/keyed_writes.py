@@ -14,7 +14,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
-from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, INSERT, UPDATE
+from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, DELETED_WRITTEN, INSERT, UPDATE
 from cdc_ingest.apply.few_keys import listed_keys
 from cdc_ingest.apply.runtime_filter import bloom_filtered, unestimated, worth_filtering
 from cdc_ingest.apply.update_images import KEEP_COLUMN
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 _views = itertools.count()
+# With soft deletes, the actions that write a change's whole row (flagged where it deletes).
+WRITTEN_ROWS = (INSERT, UPDATE, DELETED_WRITTEN)
 
 
 def _literal(text: str) -> str:
@@ -57,7 +59,7 @@ def merge_target(
     view = f"_cdc_merge_{next(_views)}"
     carried = [KEEP_COLUMN] if KEEP_COLUMN in classified.columns else []
     # With soft deletes, a delete of a soft-deleted row still moves its order on.
-    actions = (INSERT, UPDATE, DELETED, DELETED_ABSENT) if soft else (INSERT, UPDATE, DELETED)
+    actions = (*WRITTEN_ROWS, DELETED, DELETED_ABSENT) if soft else (INSERT, UPDATE, DELETED)
 
     def merged_rows(frame: DataFrame) -> DataFrame:
         selected = sql_text.columns([*columns, "_action", *carried])
@@ -85,14 +87,16 @@ def merge_target(
     if soft:
         flag = quote(DELETED_COLUMN)
         marks = ", ".join(f"{c} = s.{c}" for c in (ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"))
+        written = ", ".join(f"'{action}'" for action in WRITTEN_ROWS)
+        flagged = f"s._action = '{DELETED_WRITTEN}'"
         statement = (
             f"MERGE INTO {target.identifier} t USING {view} s ON {on} "
             f"WHEN MATCHED AND s._action IN ('{DELETED}', '{DELETED_ABSENT}'){newer} "
             f"THEN UPDATE SET {flag} = true, {marks} "
-            f"WHEN MATCHED AND s._action IN ('{UPDATE}', '{INSERT}'){newer} "
-            f"THEN UPDATE SET {sets}, {flag} = false "
-            f"WHEN NOT MATCHED AND s._action = '{INSERT}' "
-            f"THEN INSERT ({names}, {flag}) VALUES ({values}, false)"
+            f"WHEN MATCHED AND s._action IN ({written}){newer} "
+            f"THEN UPDATE SET {sets}, {flag} = {flagged} "
+            f"WHEN NOT MATCHED AND s._action IN ('{INSERT}', '{DELETED_WRITTEN}') "
+            f"THEN INSERT ({names}, {flag}) VALUES ({values}, {flagged})"
         )
     else:
         statement = (
@@ -107,25 +111,28 @@ def merge_target(
 
 
 def append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
-    """Insert into a table this run created: nothing to match, so no MERGE join or delete files."""
+    """Insert into a table this run created (or one whose changes only add keys): nothing to
+    match, so no MERGE join or delete files. With soft deletes, a delete that writes its upsert's
+    row adds it flagged."""
     columns: list[Column | str] = [
         *sql_text.columns(target.written_columns),
         ORDER_COLUMN,
         "_cdc_op",
         "_cdc_batch_id",
     ]
+    action = F.col("_action")
     if target.deletes == "soft":
-        columns.append(F.lit(False).alias(DELETED_COLUMN))
-    _append(
-        classified.where(F.col("_action") == INSERT).select(*columns), target.identifier, batch_id
-    )
+        columns.append((action == DELETED_WRITTEN).alias(DELETED_COLUMN))
+    added = action.isin(INSERT, DELETED_WRITTEN)
+    _append(classified.where(added).select(*columns), target.identifier, batch_id)
 
 
 def _tombstone_changes(classified: DataFrame, table: Column) -> DataFrame:
     """The tombstones a classification sets or clears; ``table`` names each change's table."""
     action = F.col("_action")
     return classified.where(
-        action.isin(DELETED, DELETED_ABSENT) | ((action == INSERT) & F.col("_had_tombstone"))
+        action.isin(DELETED, DELETED_ABSENT, DELETED_WRITTEN)
+        | ((action == INSERT) & F.col("_had_tombstone"))
     ).select(
         table.alias("target_table"),
         F.col("_cdc_key").alias("key"),
