@@ -47,7 +47,7 @@ class LandedFile:
         """This file with its content fingerprint computed (local files are hashed on demand)."""
         if self.fingerprint is not None:
             return self
-        return LandedFile(self.uri, self.size, _hash_local(_local_path(self.uri)), self.modified)
+        return LandedFile(self.uri, self.size, hash_local(local_path(self.uri)), self.modified)
 
 
 def is_landed_name(name: str, file_format: str = "json") -> bool:
@@ -152,7 +152,7 @@ def s3_client(access: S3Access | None = None) -> Any:
     )
 
 
-def _local_path(uri: str) -> Path:
+def local_path(uri: str) -> Path:
     return Path(unquote(urlparse(uri).path))
 
 
@@ -176,7 +176,7 @@ def list_landed(
     """
     if landing.startswith("s3://"):
         return _list_s3(landing, s3 or S3Access.from_env(), file_format)
-    root = _local_path(landing)
+    root = local_path(landing)
     if not root.is_dir():
         raise LandingError(f"landing zone {landing} is not a readable directory")
     files: list[LandedFile] = []
@@ -204,7 +204,7 @@ def _entry_kind(mode: int) -> str:
     return next((k for test, k in kinds.items() if test(mode)), "a device or other special file")
 
 
-def _hash_local(path: Path) -> str:
+def hash_local(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(HASH_CHUNK):
@@ -286,9 +286,9 @@ def read_bytes(
                 f"landed file {uri} cannot be read with the credentials of {access.source}: {exc}"
             ) from exc
     elif byte_range:
-        return _local_range(_local_path(uri), byte_range)
+        return _local_range(local_path(uri), byte_range)
     else:
-        data = _local_path(uri).read_bytes()
+        data = local_path(uri).read_bytes()
     if uri.lower().endswith(".gz") and not byte_range:
         data = gzip.decompress(data)
     return data
@@ -325,81 +325,3 @@ def s3_head(uri: str, client: Any) -> tuple[int, str] | None:
             return None
         raise LandingError(f"landed file {uri} cannot be checked: {exc}") from exc
     return int(head["ContentLength"]), "etag:" + str(head.get("ETag", "")).strip('"')
-
-
-MISSING, CHANGED = "missing", "changed"
-
-
-@dataclass(frozen=True)
-class FileCheck:
-    """Why a planned file is left out of its batch: ``missing`` or ``changed``, and the detail."""
-
-    status: str
-    reason: str
-
-
-def check_planned(
-    files: list[LandedFile], rehash: bool, s3: S3Access | None = None
-) -> tuple[dict[int, FileCheck], list[LandedFile]]:
-    """The planned files (by index) that are gone or no longer hold what was planned, and the
-    planned files with the modification time seen now (for :func:`changed_while_read`).
-
-    A local file is compared by size, then by content fingerprint when its modification time
-    differs from the listing's or ``rehash`` is set (a resumed plan, listed by an earlier run);
-    an S3 object by size and ETag (``rehash``: a resumed plan; a fresh plan's objects are read
-    with ``If-Match`` on the listed ETag instead).
-    """
-    found: dict[int, FileCheck] = {}
-    seen = list(files)
-    remote = [(i, f) for i, f in enumerate(files) if f.uri.startswith("s3://")]
-    for i, landed in enumerate(files):
-        if landed.uri.startswith("s3://"):
-            continue
-        path = _local_path(landed.uri)
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            found[i] = FileCheck(MISSING, "deleted after it was planned")
-            continue
-        if stat.st_size != landed.size:
-            found[i] = FileCheck(
-                CHANGED, f"{landed.size} bytes when planned, {stat.st_size} bytes when read"
-            )
-        elif landed.fingerprint is not None and (rehash or stat.st_mtime != landed.modified):
-            now = _hash_local(path)
-            if now != landed.fingerprint:
-                found[i] = FileCheck(CHANGED, "same size, other content than when planned")
-        seen[i] = LandedFile(landed.uri, landed.size, landed.fingerprint, stat.st_mtime)
-    if remote and rehash:
-        from concurrent.futures import ThreadPoolExecutor
-
-        client = s3_client(s3)
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            heads = list(pool.map(lambda f: s3_head(f[1].uri, client), remote))
-        for (i, landed), head in zip(remote, heads, strict=True):
-            if head is None:
-                found[i] = FileCheck(MISSING, "deleted after it was planned")
-            elif head[0] != landed.size or (landed.fingerprint not in (None, head[1])):
-                found[i] = FileCheck(
-                    CHANGED,
-                    f"{landed.size} bytes ({landed.fingerprint}) when planned, "
-                    f"{head[0]} bytes ({head[1]}) when read",
-                )
-    return found, seen
-
-
-def changed_while_read(files: list[LandedFile], read: list[int]) -> list[str]:
-    """Local files among ``read`` whose size or modification time moved since they were listed."""
-    changed: list[str] = []
-    for i in read:
-        landed = files[i]
-        if landed.uri.startswith("s3://") or landed.modified is None:
-            continue
-        try:
-            stat = _local_path(landed.uri).stat()
-        except FileNotFoundError:
-            changed.append(landed.uri)
-            continue
-        if stat.st_size != landed.size or stat.st_mtime != landed.modified:
-            changed.append(landed.uri)
-    return changed

@@ -38,14 +38,14 @@ from cdc_ingest.changes.inventory import (
 from cdc_ingest.changes.resolve import mark_applied_offsets, resolve_changes
 from cdc_ingest.fault_injection import install_commit_fault, maybe_die
 from cdc_ingest.landing.containers import read_container_records
-from cdc_ingest.landing.reader import read_lines, to_records
-from cdc_ingest.landing.zones import (
+from cdc_ingest.landing.planned_files import (
     MISSING,
     FileCheck,
-    LandingError,
     changed_while_read,
     check_planned,
 )
+from cdc_ingest.landing.reader import read_lines, to_records
+from cdc_ingest.landing.zones import LandingError
 from cdc_ingest.record.batches import record_batch
 from cdc_ingest.record.ddl_history import record_ddl
 from cdc_ingest.record.dead_letters import decode_error_samples, write_dead_letters

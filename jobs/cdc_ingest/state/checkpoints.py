@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cdc_ingest.landing.zones import FileCheck, LandedFile
+from cdc_ingest.landing.planned_files import FileCheck
+from cdc_ingest.landing.zones import LandedFile
 from cdc_ingest.state.lake import (
     APPLIED,
     CHECKPOINT_FIELDS,
