@@ -10,6 +10,9 @@ STAMP := $(VENV)/.installed
 # JVM artifacts by their Maven coordinates (jobs/cdc_ingest/jars.py, tests/rest_catalog_server.py),
 # resolved once into the environment; every later run is offline.
 JARS_STAMP := $(VENV)/.jars
+# The driver JVM's class-data-sharing archive (jobs/cdc_ingest/jvm_archive.py), built by one small
+# pipeline run once the jars are in place.
+ARCHIVE_STAMP := $(VENV)/.jvm-archive
 CHROMIUM := /usr/bin/chromium
 export JAVA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $$(command -v java) 2>/dev/null)) 2>/dev/null)
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
@@ -17,7 +20,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: install system-deps demo test lint bench clean
 
-install: system-deps $(STAMP) $(JARS_STAMP)
+install: system-deps $(STAMP) $(JARS_STAMP) $(ARCHIVE_STAMP)
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +36,10 @@ $(JARS_STAMP): $(STAMP) jobs/cdc_ingest/jars.py tests/rest_catalog_server.py tes
 	@# The real-producer tests' Debezium connectors and embedded engine, and the lander built on it.
 	$(BIN)/python tests/debezium_lander.py
 	touch $(JARS_STAMP)
+
+$(ARCHIVE_STAMP): $(JARS_STAMP) jobs/cdc_ingest/jvm_archive.py
+	$(BIN)/python -m cdc_ingest.jvm_archive
+	touch $(ARCHIVE_STAMP)
 
 system-deps:
 	@command -v java >/dev/null || { \

@@ -27,9 +27,15 @@ def test_g1_starts_marking_only_at_a_fixed_occupancy(spark: Any) -> None:
     assert bean.getVMOption("InitiatingHeapOccupancyPercent").getValue() == "80"
 
 
-def test_pipelines_file_jvm_options_keep_the_job_flags_they_do_not_name() -> None:
+def test_pipelines_file_jvm_options_keep_the_job_flags_they_do_not_name(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
     from cdc_ingest.spark_session import submit_conf
 
+    archive = tmp_path / "driver.jsa"
+    archive.write_bytes(b"")
+    monkeypatch.setenv("CDC_INGEST_JVM_ARCHIVE", str(archive))
+    mapped = f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
     g1 = "-XX:-G1UseAdaptiveIHOP -XX:InitiatingHeapOccupancyPercent=80"
     conf = submit_conf(
         {
@@ -39,7 +45,11 @@ def test_pipelines_file_jvm_options_keep_the_job_flags_they_do_not_name() -> Non
             "spark.sql.shuffle.partitions": "2",
         },
     )
-    assert conf["spark.driver.extraJavaOptions"] == f"-XX:-DontCompileHugeMethods {g1} -Xss4m -Dx=1"
+    # The driver keeps mapping the install's class archive too (not the executors: another class
+    # path).
+    assert conf["spark.driver.extraJavaOptions"] == (
+        f"-XX:-DontCompileHugeMethods {g1} {mapped} -Xss4m -Dx=1"
+    )
     # Naming a flag, either way, is the pipelines file's call; the flags it does not name stay.
     assert conf["spark.executor.extraJavaOptions"] == (
         "-XX:-G1UseAdaptiveIHOP -XX:+DontCompileHugeMethods -XX:InitiatingHeapOccupancyPercent=60"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from cdc_ingest.catalog.properties import spark_catalog_conf
 from cdc_ingest.config import CatalogConfig
 from cdc_ingest.jars import EnvironmentProblem, job_jars
+from cdc_ingest.jvm_archive import driver_options
 from cdc_ingest.lineage import LineageConfig, lineage_conf, lineage_jars
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ JVM_FLAGS = {
     "InitiatingHeapOccupancyPercent": "-XX:InitiatingHeapOccupancyPercent=80",
 }
 JVM_OPTIONS = " ".join(JVM_FLAGS.values())
-JVM_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+JVM_OPTION_KEYS = (DRIVER_OPTIONS, "spark.executor.extraJavaOptions")
 
 
 def submit_conf(overrides: dict[str, str]) -> dict[str, str]:
@@ -53,12 +55,15 @@ def submit_conf(overrides: dict[str, str]) -> dict[str, str]:
 
     Later entries win, except that JVM options set there keep each of the job's HotSpot flags
     (``JVM_FLAGS``) they do not name: replacing them would silently slow every stage that
-    generates a huge method, or every batch that keeps rows live.
+    generates a huge method, or every batch that keeps rows live; nor the driver's class archive
+    (``jvm_archive``), unless they name one.
     """
     conf = {**session_conf(), **overrides}
     for key in JVM_OPTION_KEYS:
         if key in overrides:
             kept = [option for flag, option in JVM_FLAGS.items() if flag not in overrides[key]]
+            if key == DRIVER_OPTIONS and "SharedArchiveFile" not in overrides[key]:
+                kept.append(driver_options())
             conf[key] = " ".join([*kept, overrides[key]]).strip()
     return conf
 
@@ -97,6 +102,9 @@ def session_conf() -> dict[str, str]:
         "spark.sql.codegen.maxFields": "40",
         # A stage that decodes or types many columns generates methods over HotSpot's limit.
         **{key: JVM_OPTIONS for key in JVM_OPTION_KEYS},
+        # The driver maps the classes an install archived (the executors of a cluster do not:
+        # their class path is another).
+        DRIVER_OPTIONS: f"{JVM_OPTIONS} {driver_options()}".strip(),
         "spark.pyspark.python": python,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -1,0 +1,395 @@
+"""Spike for issue 52: what a 1-line batch costs cold, on a warm classic driver, and what the same
+statements cost through Spark Connect (3.5 and 4.1), all measured in one run.
+
+Not part of ``make bench``: it starts servers and JVMs of other Spark versions. CPU is that of
+every process involved (client and server trees), read from /proc.
+
+    python scripts/spike_engine.py --workdir /tmp/spike/run [--connect35 JAR] [--spark4 VENV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
+
+from bench_phases import tree_cpu_seconds
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+# Runs a command as a child subreaper: the JVM a PySpark process starts outlives it and is
+# reaped here, so RUSAGE_CHILDREN holds the whole tree's CPU.
+TREE = r"""
+import ctypes, os, resource, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+sys.stderr.write("\nTREE-CPU %f\n" % (usage.ru_utime + usage.ru_stime))
+sys.exit(done.returncode)
+"""
+
+
+def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """Wall and CPU seconds of a command's whole process tree, and its output."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [PYTHON, "-c", TREE, *command], capture_output=True, text=True, env=env, check=False
+    )
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{command[:3]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    cpu = float(done.stderr.rsplit("TREE-CPU ", 1)[1])
+    return wall, cpu, done.stdout
+
+
+def canal_line(key: int, es: int) -> str:
+    return json.dumps(
+        {
+            "data": [{"id": str(key), "v": f"value {key}"}],
+            "database": "shop",
+            "table": "items",
+            "pkNames": ["id"],
+            "isDdl": False,
+            "type": "INSERT",
+            "es": es,
+            "ts": es,
+            "sql": "",
+            "mysqlType": {"id": "int", "v": "varchar(40)"},
+            "old": None,
+        }
+    )
+
+
+def write_config(workdir: Path) -> Path:
+    import yaml
+
+    landing = workdir / "landing"
+    landing.mkdir(parents=True, exist_ok=True)
+    config = workdir / "pipelines.yaml"
+    doc = {
+        "catalog": {
+            "name": "spike",
+            "uri": f"sqlite:///{workdir / 'catalog.db'}",
+            "warehouse": (workdir / "warehouse").as_uri(),
+        },
+        "pipelines": [
+            {
+                "name": "shop",
+                "format": "canal-json",
+                "landing": landing.as_uri(),
+                "namespace": "ods",
+            }
+        ],
+    }
+    config.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return config
+
+
+class Lines:
+    """Lands one new line per call, each a new file."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.landing, self.next = workdir / "landing", 1
+
+    def land(self) -> None:
+        path = self.landing / f"{self.next:06d}.json"
+        path.write_text(canal_line(self.next, 1_700_000_000_000 + self.next) + "\n")
+        self.next += 1
+
+
+def cold(workdir: Path, config: Path, lines: Lines, rounds: int) -> dict[str, Any]:
+    """A bare PySpark session counting one row, and ``cdc-ingest run`` of a 1-line batch."""
+    env = {**os.environ, "PYSPARK_PYTHON": PYTHON}
+    bare = (
+        "import sys; sys.path.insert(0, {!r})\n"
+        "from cdc_ingest.spark_session import session_conf\n"
+        "from cdc_ingest.jars import job_jars\n"
+        "from pyspark.sql import SparkSession\n"
+        "b = SparkSession.builder.master('local[*]').config('spark.jars', ','.join(job_jars()))\n"
+        "for k, v in session_conf().items(): b = b.config(k, v)\n"
+        "s = b.getOrCreate(); print(s.range(1).count()); s.stop()\n"
+    ).format(str(ROOT / "jobs"))
+    cli = [str(Path(PYTHON).parent / "cdc-ingest"), "run", "--config", str(config), "--pipeline"]
+    lines.land()
+    timed([*cli, "shop"], env)  # creates the table
+    bares, runs = [], []
+    for _ in range(rounds):
+        bares.append(timed([PYTHON, "-c", bare], env)[:2])
+        lines.land()
+        runs.append(timed([*cli, "shop"], env)[:2])
+    return {"bare": bares, "cli": runs}
+
+
+SERVER = r"""
+import json, os, socket, sys, time
+sys.path.insert(0, sys.argv[3])
+from cdc_ingest.config import load_config
+from cdc_ingest.run.batch import run_pipeline
+from cdc_ingest.spark_session import build_session
+config = load_config(sys.argv[2])
+spark = build_session(config.catalog, app_name="spike-warm")
+server = socket.socket(socket.AF_UNIX)
+server.bind(sys.argv[1]); server.listen(1)
+print("ready", flush=True)
+while True:
+    conn, _ = server.accept()
+    request = json.loads(conn.makefile().readline())
+    if request.get("stop"):
+        conn.close(); break
+    if request.get("statements"):
+        from spike_statements import statements
+        statements(spark, request["statements"], request["path"])
+        conn.sendall(b"{}\n"); conn.close(); continue
+    summary = run_pipeline(spark, load_config(request["config"]), request["pipeline"])
+    conn.sendall((json.dumps({"applied": summary.messages}) + "\n").encode())
+    conn.close()
+spark.stop()
+"""
+
+CLIENT = r"""
+import json, socket, sys
+client = socket.socket(socket.AF_UNIX); client.connect(sys.argv[1])
+client.sendall((sys.argv[2] + "\n").encode())
+print(client.makefile().readline().strip())
+"""
+
+
+def warm_classic(
+    workdir: Path, config: Path, lines: Lines, rounds: int, statement_path: Path
+) -> dict[str, Any]:
+    """A long-lived classic driver that runs each batch it is sent; a thin client sends it."""
+    address = str(workdir / "engine.sock")
+    Path(address).unlink(missing_ok=True)
+    env = {**os.environ, "PYSPARK_PYTHON": PYTHON, "PYTHONPATH": str(Path(__file__).parent)}
+    server = subprocess.Popen(
+        [PYTHON, "-c", SERVER, address, str(config), str(ROOT / "jobs")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert server.stdout is not None
+    started = time.monotonic()
+    assert server.stdout.readline().strip() == "ready"
+    start_wall, start_cpu = time.monotonic() - started, tree_cpu_seconds(server.pid)
+    request = json.dumps({"config": str(config), "pipeline": "shop"})
+    batches = []
+    for number in range(rounds + 3):
+        lines.land()
+        before = tree_cpu_seconds(server.pid)
+        wall, client_cpu, out = timed([PYTHON, "-c", CLIENT, address, request])
+        engine_cpu = tree_cpu_seconds(server.pid) - before
+        if number >= 3:  # the first batches compile what later ones reuse
+            batches.append((wall, client_cpu, engine_cpu))
+        assert json.loads(out)["applied"] == 1, out
+    statements = []
+    for number in range(rounds + 3):
+        before = tree_cpu_seconds(server.pid)
+        request = json.dumps({"statements": number, "path": str(statement_path)})
+        wall, client_cpu, _ = timed([PYTHON, "-c", CLIENT, address, request])
+        if number >= 3:
+            statements.append((wall, client_cpu, tree_cpu_seconds(server.pid) - before))
+    timed([PYTHON, "-c", CLIENT, address, json.dumps({"stop": True})])
+    server.wait(timeout=120)
+    return {"start": (start_wall, start_cpu), "batches": batches, "statements": statements}
+
+
+def wait_for_port(port: int, process: subprocess.Popen[Any], timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited with {process.returncode}")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise SystemExit("server did not answer")
+
+
+CONNECT_CLIENT = r"""
+import sys, time
+sys.path.insert(0, sys.argv[3])
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.remote("sc://127.0.0.1:%s" % sys.argv[1]).getOrCreate()
+from spike_statements import statements
+statements(spark, int(sys.argv[2]), sys.argv[4])
+"""
+
+
+def warm_connect(
+    python: str,
+    server_command: list[str],
+    port: int,
+    rounds: int,
+    statement_path: Path,
+    env: dict[str, str],
+) -> dict[str, Any]:
+    """A Spark Connect server; each round a new client process runs the batch's statements."""
+    server = subprocess.Popen(
+        server_command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    started = time.monotonic()
+    try:
+        wait_for_port(port, server)
+        start_wall = time.monotonic() - started
+        # The launcher script exits; the JVM it started is the server.
+        rounds_out = []
+        for number in range(rounds + 3):
+            before = sum(tree_cpu_seconds(pid) for pid in connect_pids())
+            wall, client_cpu, _ = timed(
+                [
+                    python,
+                    "-c",
+                    CONNECT_CLIENT,
+                    str(port),
+                    str(number),
+                    str(Path(__file__).parent),
+                    str(statement_path),
+                ],
+                env,
+            )
+            engine_cpu = sum(tree_cpu_seconds(pid) for pid in connect_pids()) - before
+            if number >= 3:
+                rounds_out.append((wall, client_cpu, engine_cpu))
+        return {"start_wall": start_wall, "statements": rounds_out}
+    finally:
+        for pid in connect_pids():
+            os.kill(pid, 15)
+        server.wait(timeout=60)
+
+
+def connect_pids() -> list[int]:
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{name}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"SparkConnectServer" in command and b"java" in command.split(b"\0")[0]:
+            pids.append(int(name))
+    return pids
+
+
+def summarize(samples: list[tuple[float, ...]]) -> str:
+    columns = list(zip(*samples, strict=True))
+    return " / ".join(f"{statistics.median(c):.2f}" for c in columns)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connect35", help="spark-connect_2.12 jar for Spark 3.5")
+    parser.add_argument("--spark4", help="a virtualenv with pyspark 4.x")
+    parser.add_argument("--iceberg4", help="iceberg-spark-runtime for that Spark 4")
+    parser.add_argument("--only", default="cold,classic,connect35,connect4")
+    args = parser.parse_args()
+    workdir: Path = args.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = write_config(workdir)
+    lines = Lines(workdir)
+    only = set(args.only.split(","))
+    statement_path = workdir / "statements"
+    results: dict[str, Any] = {}
+    if "cold" in only:
+        results["cold"] = cold(workdir, config, lines, args.rounds)
+        print("cold bare (wall / cpu):", summarize(results["cold"]["bare"]), flush=True)
+        print("cold cli  (wall / cpu):", summarize(results["cold"]["cli"]), flush=True)
+    if "classic" in only:
+        warm = warm_classic(workdir, config, lines, args.rounds, statement_path / "classic")
+        results["classic"] = warm
+        print("classic start (wall / cpu): {:.1f} / {:.1f}".format(*warm["start"]), flush=True)
+        print("classic batch (wall / client / engine):", summarize(warm["batches"]), flush=True)
+        print("classic statements (wall / client / engine):", summarize(warm["statements"]))
+    from cdc_ingest.jars import job_jars
+
+    sqlite = [j for j in job_jars() if "sqlite" in j]
+    catalog = {
+        "spark.sql.catalog.spike": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.spike.type": "jdbc",
+        "spark.sql.catalog.spike.uri": f"jdbc:sqlite:{workdir / 'connect.db'}",
+        "spark.sql.catalog.spike.warehouse": (workdir / "connect-warehouse").as_uri(),
+        "spark.sql.catalog.spike.jdbc.schema-version": "V1",
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.ui.enabled": "false",
+    }
+    conf = [item for key, value in catalog.items() for item in ("--conf", f"{key}={value}")]
+    if "connect35" in only and args.connect35:
+        import pyspark
+
+        spark_home = Path(str(pyspark.__file__)).parent
+        jars = ",".join([args.connect35, *[j for j in job_jars() if "iceberg-spark" in j], *sqlite])
+        command = [
+            str(spark_home / "bin" / "spark-submit"),
+            "--master",
+            "local[*]",
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--jars",
+            jars,
+            "--conf",
+            "spark.connect.grpc.binding.port=15035",
+            *conf,
+            "spark-internal",
+        ]
+        env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": PYTHON}
+        got = warm_connect(PYTHON, command, 15035, args.rounds, statement_path / "c35", env)
+        results["connect35"] = got
+        print("connect 3.5 start wall: {:.1f}".format(got["start_wall"]))
+        print("connect 3.5 statements (wall / client / engine):", summarize(got["statements"]))
+    if "connect4" in only and args.spark4:
+        python4 = str(Path(args.spark4) / "bin" / "python")
+        spark_home = Path(
+            subprocess.run(
+                [python4, "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
+        jars = ",".join([args.iceberg4, *sqlite])
+        command = [
+            str(spark_home / "bin" / "spark-submit"),
+            "--master",
+            "local[*]",
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--jars",
+            jars,
+            "--conf",
+            "spark.connect.grpc.binding.port=15040",
+            *conf,
+            "spark-internal",
+        ]
+        env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": python4}
+        got = warm_connect(python4, command, 15040, args.rounds, statement_path / "c4", env)
+        results["connect4"] = got
+        print("connect 4 start wall: {:.1f}".format(got["start_wall"]))
+        print("connect 4 statements (wall / client / engine):", summarize(got["statements"]))
+    (workdir / "results.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
