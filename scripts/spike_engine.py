@@ -157,8 +157,8 @@ while True:
         conn.close(); break
     if request.get("statements"):
         from spike_statements import statements
-        statements(spark, request["statements"], request["path"])
-        conn.sendall(b"{}\n"); conn.close(); continue
+        carried = statements(spark, request["statements"], request["path"])
+        conn.sendall((json.dumps({"property": carried}) + "\n").encode()); conn.close(); continue
     summary = run_pipeline(spark, load_config(request["config"]), request["pipeline"])
     conn.sendall((json.dumps({"applied": summary.messages}) + "\n").encode())
     conn.close()
@@ -204,9 +204,10 @@ def warm_classic(
     for number in range(rounds + 3):
         before = tree_cpu_seconds(server.pid)
         request = json.dumps({"statements": number, "path": str(statement_path)})
-        wall, client_cpu, _ = timed([PYTHON, "-c", CLIENT, address, request])
+        wall, client_cpu, out = timed([PYTHON, "-c", CLIENT, address, request])
         if number >= 3:
             statements.append((wall, client_cpu, tree_cpu_seconds(server.pid) - before))
+    print("classic: a session conf snapshot property reaches the MERGE's snapshot:", out.strip())
     timed([PYTHON, "-c", CLIENT, address, json.dumps({"stop": True})])
     server.wait(timeout=120)
     return {"start": (start_wall, start_cpu), "batches": batches, "statements": statements}
@@ -230,7 +231,7 @@ sys.path.insert(0, sys.argv[3])
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.remote("sc://127.0.0.1:%s" % sys.argv[1]).getOrCreate()
 from spike_statements import statements
-statements(spark, int(sys.argv[2]), sys.argv[4])
+print("PROPERTY", statements(spark, int(sys.argv[2]), sys.argv[4]))
 """
 
 
@@ -254,7 +255,7 @@ def warm_connect(
         rounds_out = []
         for number in range(rounds + 3):
             before = sum(tree_cpu_seconds(pid) for pid in connect_pids())
-            wall, client_cpu, _ = timed(
+            wall, client_cpu, out = timed(
                 [
                     python,
                     "-c",
@@ -269,6 +270,7 @@ def warm_connect(
             engine_cpu = sum(tree_cpu_seconds(pid) for pid in connect_pids()) - before
             if number >= 3:
                 rounds_out.append((wall, client_cpu, engine_cpu))
+        print("connect: the session conf's snapshot property reached the MERGE:", out.strip())
         return {"start_wall": start_wall, "statements": rounds_out}
     finally:
         for pid in connect_pids():

@@ -13,7 +13,10 @@ ANALYSES = 40
 COLLECTS = 10
 
 
-def statements(spark: Any, number: int, path: str) -> None:
+def statements(spark: Any, number: int, path: str) -> bool:
+    """Run the batch's statements; returns whether the MERGE's snapshot carries the property set
+    in the session's conf (``spark.sql.iceberg.snapshot-property.*``), which SQL writes need
+    where the JVM's ``CommitMetadata`` is out of reach (Spark Connect)."""
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     landed = folder / f"{number:06d}.json"
@@ -32,13 +35,18 @@ def statements(spark: Any, number: int, path: str) -> None:
         frame = frame.selectExpr(*frame.columns) if step % 2 else frame.where("id IS NOT NULL")
     assert frame.count() == 1
     frame.createOrReplaceTempView("spike_batch")
+    spark.conf.set("spark.sql.iceberg.snapshot-property.spike-batch", str(number))
     spark.sql(
         "MERGE INTO spike.bench.items t USING spike_batch s ON t.id = s.id "
         "WHEN MATCHED AND s._cdc_order > t._cdc_order THEN UPDATE SET * "
         "WHEN NOT MATCHED THEN INSERT *"
     )
+    spark.conf.unset("spark.sql.iceberg.snapshot-property.spike-batch")
+    latest = None
     for _ in range(COLLECTS):
-        spark.sql(
+        latest = spark.sql(
             "SELECT snapshot_id, summary FROM spike.bench.items.snapshots "
             "ORDER BY committed_at DESC LIMIT 1"
-        ).collect()
+        ).collect()[0]
+    assert latest is not None
+    return latest["summary"].get("spike-batch") == str(number)
