@@ -155,7 +155,7 @@ while True:
     request = json.loads(conn.makefile().readline())
     if request.get("stop"):
         conn.close(); break
-    if request.get("statements"):
+    if "statements" in request:
         from spike_statements import statements
         carried = statements(spark, request["statements"], request["path"])
         conn.sendall((json.dumps({"property": carried}) + "\n").encode()); conn.close(); continue
