@@ -337,32 +337,16 @@ def main() -> int:
         "spark.ui.enabled": "false",
     }
     conf = [item for key, value in catalog.items() for item in ("--conf", f"{key}={value}")]
+    routes = []
     if "connect35" in only and args.connect35:
         import pyspark
 
-        spark_home = Path(str(pyspark.__file__)).parent
-        jars = ",".join([args.connect35, *[j for j in job_jars() if "iceberg-spark" in j], *sqlite])
-        command = [
-            str(spark_home / "bin" / "spark-submit"),
-            "--master",
-            "local[*]",
-            "--class",
-            "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--jars",
-            jars,
-            "--conf",
-            "spark.connect.grpc.binding.port=15035",
-            *conf,
-            "spark-internal",
-        ]
-        env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": PYTHON}
-        got = warm_connect(PYTHON, command, 15035, args.rounds, statement_path / "c35", env)
-        results["connect35"] = got
-        print("connect 3.5 start wall: {:.1f}".format(got["start_wall"]))
-        print("connect 3.5 statements (wall / client / engine):", summarize(got["statements"]))
+        home35 = Path(str(pyspark.__file__)).parent
+        iceberg35 = [j for j in job_jars() if "iceberg-spark" in j]
+        routes.append(("connect35", "3.5", PYTHON, home35, [args.connect35, *iceberg35], 15035))
     if "connect4" in only and args.spark4:
         python4 = str(Path(args.spark4) / "bin" / "python")
-        spark_home = Path(
+        home4 = Path(
             subprocess.run(
                 [python4, "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
                 capture_output=True,
@@ -370,7 +354,8 @@ def main() -> int:
                 check=True,
             ).stdout.strip()
         )
-        jars = ",".join([args.iceberg4, *sqlite])
+        routes.append(("connect4", "4", python4, home4, [args.iceberg4], 15040))
+    for key, label, python, spark_home, jars, port in routes:
         command = [
             str(spark_home / "bin" / "spark-submit"),
             "--master",
@@ -378,17 +363,17 @@ def main() -> int:
             "--class",
             "org.apache.spark.sql.connect.service.SparkConnectServer",
             "--jars",
-            jars,
+            ",".join([*jars, *sqlite]),
             "--conf",
-            "spark.connect.grpc.binding.port=15040",
+            f"spark.connect.grpc.binding.port={port}",
             *conf,
             "spark-internal",
         ]
-        env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": python4}
-        got = warm_connect(python4, command, 15040, args.rounds, statement_path / "c4", env)
-        results["connect4"] = got
-        print("connect 4 start wall: {:.1f}".format(got["start_wall"]))
-        print("connect 4 statements (wall / client / engine):", summarize(got["statements"]))
+        env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": python}
+        got = warm_connect(python, command, port, args.rounds, statement_path / key, env)
+        results[key] = got
+        print(f"connect {label} start wall: {got['start_wall']:.1f}")
+        print(f"connect {label} statements (wall / client / engine):", summarize(got["statements"]))
     (workdir / "results.json").write_text(json.dumps(results, indent=1))
     return 0
 

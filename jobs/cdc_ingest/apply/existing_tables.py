@@ -35,8 +35,6 @@ from cdc_ingest.apply.fresh_tables import (
     FreshTable,
     fits_a_group,
     fresh_groups,
-    with_flag,
-    with_flags,
 )
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
@@ -52,6 +50,7 @@ from cdc_ingest.apply.keyed_writes import (
     merge_target,
     merge_tombstones,
 )
+from cdc_ingest.apply.soft_deletes import with_flag, with_flags
 from cdc_ingest.arrow_frames import arrow_frame, small_offsets, string_array
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (

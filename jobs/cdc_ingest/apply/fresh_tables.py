@@ -36,6 +36,7 @@ from cdc_ingest.apply.keyed import (
     table_summary,
 )
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
+from cdc_ingest.apply.soft_deletes import with_flags
 from cdc_ingest.apply.typed_changes import computed_columns, raw_value, typed_select
 from cdc_ingest.arrow_frames import arrow_frame, collect_arrow, string_array
 from cdc_ingest.contract import DELETE
@@ -43,7 +44,6 @@ from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import ORDER_COLUMN
-from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -369,22 +369,6 @@ class FreshGroup:
 
 # The columns a table's write takes besides its own (``_action`` tells rewrites what each row is).
 WRITE_COLUMNS = (ORDER_COLUMN, "_cdc_op", "_cdc_batch_id", "_action")
-
-
-def with_flag(rows: pa.Table, deleted: bool) -> pa.Table:
-    """``rows`` with the soft-delete flag ``_cdc_deleted`` set to ``deleted`` on each."""
-    import pyarrow as pa
-
-    return rows.append_column(DELETED_COLUMN, pa.repeat(pa.scalar(deleted), rows.num_rows))
-
-
-def with_flags(rows: pa.Table) -> pa.Table:
-    """``rows`` (with ``_action``) with the soft-delete flag ``_cdc_deleted``: set on each that
-    a delete writes (``DELETED_WRITTEN``)."""
-    import pyarrow.compute as pc
-
-    flags = pc.equal(rows.column("_action"), DELETED_WRITTEN)
-    return rows.append_column(DELETED_COLUMN, flags)
 
 
 def _split_by_table(rows: pa.Table) -> dict[str, pa.Table]:

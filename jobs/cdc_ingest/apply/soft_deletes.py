@@ -17,11 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cdc_ingest.apply.actions import DELETED_WRITTEN
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.sql_text import literal, name
 from cdc_ingest.state.tables import ORDER_COLUMN
+from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from cdc_ingest.schema.target import TargetTable
 
 # Per change, its key's latest earlier upsert in the batch: a struct of its values and order.
@@ -74,3 +78,19 @@ def soft_carried(target: TargetTable) -> list[str] | None:
     if target.deletes != "soft":
         return None
     return [c for c in target.written_columns if c not in target.keys]
+
+
+def with_flag(rows: pa.Table, deleted: bool) -> pa.Table:
+    """``rows`` with the soft-delete flag ``_cdc_deleted`` set to ``deleted`` on each."""
+    import pyarrow as pa
+
+    return rows.append_column(DELETED_COLUMN, pa.repeat(pa.scalar(deleted), rows.num_rows))
+
+
+def with_flags(rows: pa.Table) -> pa.Table:
+    """``rows`` (with ``_action``) with the soft-delete flag ``_cdc_deleted``: set on each that
+    a delete writes (``DELETED_WRITTEN``)."""
+    import pyarrow.compute as pc
+
+    flags = pc.equal(rows.column("_action"), DELETED_WRITTEN)
+    return rows.append_column(DELETED_COLUMN, flags)
