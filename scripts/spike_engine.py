@@ -56,7 +56,7 @@ def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float,
     )
     wall = time.monotonic() - started
     if done.returncode != 0:
-        raise SystemExit(f"{command[:3]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{command[:3]} failed ({done.returncode}):\n{done.stderr[:3000]}")
     cpu = float(done.stderr.rsplit("TREE-CPU ", 1)[1])
     return wall, cpu, done.stdout
 
@@ -244,9 +244,10 @@ def warm_connect(
     env: dict[str, str],
 ) -> dict[str, Any]:
     """A Spark Connect server; each round a new client process runs the batch's statements."""
-    server = subprocess.Popen(
-        server_command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    # The server's log goes to a file: a pipe nobody reads fills, and log4j then blocks every
+    # thread that logs (the spike's first Connect rounds hung on exactly that).
+    log = (statement_path.parent / f"{statement_path.name}-server.log").open("w")
+    server = subprocess.Popen(server_command, env=env, stdout=log, stderr=subprocess.STDOUT)
     started = time.monotonic()
     try:
         wait_for_port(port, server)
@@ -334,6 +335,7 @@ def main() -> int:
         "spark.sql.catalog.spike.jdbc.schema-version": "V1",
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.shuffle.partitions": "8",
+        "spark.sql.ansi.enabled": "false",
         "spark.ui.enabled": "false",
     }
     conf = [item for key, value in catalog.items() for item in ("--conf", f"{key}={value}")]

@@ -4,22 +4,38 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from cdc_ingest.config import Config, ConfigError, load_config
 from cdc_ingest.landing.zones import LandingError
 from cdc_ingest.run.options import OptionsError, RunOptions, add_arguments, parsed_options
+from cdc_ingest.run_environment import environ
 from cdc_ingest.state.summary import RunSummary
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cdc_ingest.catalog.config import CatalogConfig
+    from cdc_ingest.lineage import LineageConfig
     from cdc_ingest.maintenance import MaintenanceSummary
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+COLD_HELP = "start Spark in this process even if a warm engine answers"
+# Where a run's Spark session comes from: a cold run builds its own; a warm engine hands out one
+# of its sessions (cdc_ingest.engine.server).
+SessionFactory = Callable[["CatalogConfig", str, "LineageConfig | None"], "SparkSession"]
+
+
+def cold_session(
+    catalog: CatalogConfig, app_name: str, lineage: LineageConfig | None
+) -> SparkSession:
+    from cdc_ingest.spark_session import build_session
+
+    return build_session(catalog, app_name=app_name, lineage=lineage)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--pipeline", required=True, help="pipeline name")
     add_arguments(run)
     run.add_argument("--json", action="store_true", help="print the summary JSON as last line")
+    run.add_argument("--cold", action="store_true", help=COLD_HELP)
     maintain = commands.add_parser(
         "maintain",
         help="compact the pipeline's tables, expire old snapshots, remove orphan files",
@@ -40,6 +57,18 @@ def _parser() -> argparse.ArgumentParser:
     maintain.add_argument("--config", required=True, help="pipelines YAML file")
     maintain.add_argument("--pipeline", required=True, help="pipeline name")
     maintain.add_argument("--json", action="store_true", help="print the summary JSON as last line")
+    maintain.add_argument("--cold", action="store_true", help=COLD_HELP)
+    engine = commands.add_parser(
+        "engine", help="start, inspect or stop the warm engine that runs batches (docs/engine.md)"
+    )
+    actions = engine.add_subparsers(dest="action", required=True)
+    start = actions.add_parser("start", help="start an engine in the background, or find it")
+    start.add_argument("--config", help="pipelines YAML file whose Spark settings it takes")
+    start.add_argument(
+        "--parallel", type=int, default=2, help="batches it runs at once (default 2)"
+    )
+    actions.add_parser("status", help="whether an engine runs, and what it has done")
+    actions.add_parser("stop", help="stop the engine once its running batches are done")
     check = commands.add_parser("check", help="validate a pipelines file and list its pipelines")
     check.add_argument("--config", required=True)
     return parser
@@ -57,7 +86,7 @@ def _engine_failure(config: Config, pipeline_name: str, exc: Exception) -> int:
     line = _failure_line(exc)
     if line is None:
         raise exc
-    if os.environ.get("CDC_INGEST_TRACEBACK"):
+    if environ().get("CDC_INGEST_TRACEBACK"):
         traceback.print_exception(exc, file=sys.stderr)
     secrets = secret_values(config.catalog)
     return _fail(scrub(f"pipeline {pipeline_name}: catalog or engine failure: {line}", secrets))
@@ -94,17 +123,39 @@ def _fail(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code."""
-    started = datetime.now(UTC)
+    """Entry point; returns the process exit code.
+
+    ``run`` and ``maintain`` go to the warm engine where one answers (unless ``--cold`` or
+    ``CDC_INGEST_ENGINE=off``), else run in this process.
+    """
+    arguments = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
+    if args.command == "engine":
+        from cdc_ingest.engine.client import engine_command
+
+        return engine_command(args)
+    if args.command in ("run", "maintain") and not args.cold:
+        from cdc_ingest.engine.client import run_on_engine
+
+        status = run_on_engine(arguments)
+        if status is not None:
+            return status
+    return execute(parser, args, cold_session)
+
+
+def execute(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, sessions: SessionFactory
+) -> int:
+    """Run the parsed command in this process, its Spark session from ``sessions``."""
+    started = datetime.now(UTC)
     options = RunOptions()
     if args.command == "run":
         try:
             options = parsed_options(args)
         except OptionsError as exc:
             parser.error(str(exc))
-    config_path = args.config or os.environ.get("CDC_INGEST_CONFIG", "")
+    config_path = args.config or environ().get("CDC_INGEST_CONFIG", "")
     try:
         config = load_config(config_path)
         if args.command == "check":
@@ -121,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cdc_ingest.run.pending import nothing_to_do
     from cdc_ingest.run.replays import ReplayRefused
     from cdc_ingest.schema.evolution import SchemaChangeRefused
-    from cdc_ingest.spark_session import EnvironmentProblem, build_session
+    from cdc_ingest.spark_session import EnvironmentProblem
     from cdc_ingest.state.locks import (
         NamespaceLocked,
         PipelineLocked,
@@ -130,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     if args.command == "maintain":
-        return _maintain(config, pipeline.name, args.json)
+        return _maintain(config, pipeline.name, args.json, sessions)
     runs = contextlib.ExitStack()
     try:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
@@ -155,9 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     wait=pipeline.maintenance.lock_wait,
                 )
             )
-        spark = build_session(
-            config.catalog, app_name=f"cdc-ingest-{pipeline.name}", lineage=config.lineage
-        )
+        spark = sessions(config.catalog, f"cdc-ingest-{pipeline.name}", config.lineage)
         # Shared: other ingest runs of the namespace go on; maintenance waits for them all.
         with namespace_lock(
             config.catalog,
@@ -187,13 +236,13 @@ def _print_summary(summary: RunSummary | MaintenanceSummary, as_json: bool) -> i
     return EXIT_OK
 
 
-def _maintain(config: Config, pipeline_name: str, as_json: bool) -> int:
+def _maintain(config: Config, pipeline_name: str, as_json: bool, sessions: SessionFactory) -> int:
     from cdc_ingest.maintenance import maintain_pipeline
-    from cdc_ingest.spark_session import EnvironmentProblem, build_session
+    from cdc_ingest.spark_session import EnvironmentProblem
     from cdc_ingest.state.locks import NamespaceLocked
 
     try:
-        spark = build_session(config.catalog, app_name=f"cdc-ingest-maintain-{pipeline_name}")
+        spark = sessions(config.catalog, f"cdc-ingest-maintain-{pipeline_name}", None)
         summary = maintain_pipeline(spark, config, pipeline_name)
     except (EnvironmentProblem, NamespaceLocked) as exc:
         return _fail(f"pipeline {pipeline_name}: {exc}")

@@ -18,6 +18,8 @@ import os
 import sys
 from typing import Any
 
+from cdc_ingest.run_environment import environ
+
 FAIL_AT_ENV = "CDC_INGEST_FAIL_AT"
 FAIL_AFTER_COMMITS_ENV = "CDC_INGEST_FAIL_AFTER_COMMITS"
 EXIT_STATUS = 99
@@ -27,13 +29,13 @@ _installed: list[bool] = []
 
 def maybe_die(step: str) -> None:
     """Exit abruptly if the named step is the one to fail at."""
-    if os.environ.get(FAIL_AT_ENV) == step:
+    if environ().get(FAIL_AT_ENV) == step:
         os._exit(EXIT_STATUS)
 
 
 def install_commit_fault() -> None:
     """Exit abruptly after the n-th catalog write of this process, if asked to."""
-    limit = os.environ.get(FAIL_AFTER_COMMITS_ENV)
+    limit = environ().get(FAIL_AFTER_COMMITS_ENV)
     if not limit or _installed:
         return
     from pyspark.sql import DataFrameWriterV2, SparkSession

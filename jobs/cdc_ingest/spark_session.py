@@ -119,10 +119,16 @@ def configure_catalog(spark: SparkSession, catalog: CatalogConfig) -> None:
 
 
 def build_session(
-    catalog: CatalogConfig, app_name: str = "cdc-ingest", lineage: LineageConfig | None = None
+    catalog: CatalogConfig | None,
+    app_name: str = "cdc-ingest",
+    lineage: LineageConfig | None = None,
+    extra_conf: dict[str, str] | None = None,
 ) -> SparkSession:
     """The job's Spark session: local[*] unless spark-submit or SPARK_MASTER says otherwise;
-    with ``lineage``, reporting to OpenLineage (under spark-submit its conf says so already)."""
+    with ``lineage``, reporting to OpenLineage (under spark-submit its conf says so already).
+
+    A warm engine builds it with no catalog (each batch's session registers its own) and with
+    the pipelines file's ``spark.conf`` as ``extra_conf``, as spark-submit would pass them."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -133,7 +139,8 @@ def build_session(
         for key, value in lineage_conf(lineage).items():
             builder = builder.config(key, value)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    for key, value in {**session_conf(), **catalog_conf(catalog)}.items():
+    conf = submit_conf(extra_conf) if extra_conf else session_conf()
+    for key, value in {**conf, **(catalog_conf(catalog) if catalog else {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CDC_INGEST_SPARK_LOG_LEVEL", "WARN"))

@@ -18,11 +18,11 @@ Spark gets them under ``spark.sql.catalog.<name>.``; pyiceberg gets the same aft
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from cdc_ingest.catalog.config import CatalogConfig, is_secret
 from cdc_ingest.landing.zones import S3Access
+from cdc_ingest.run_environment import environ as run_environ
 
 ENV_PREFIX = "PYICEBERG_CATALOG__"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
@@ -88,7 +88,7 @@ def iceberg_properties(
     catalog: CatalogConfig, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The catalog's properties in Iceberg's (Java) names: kind, pipelines file, environment."""
-    environ = os.environ if environ is None else environ
+    environ = run_environ() if environ is None else environ
     return {
         **_kind_properties(catalog, environ),
         **catalog.properties,

@@ -16,6 +16,8 @@ from stat import S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from cdc_ingest.run_environment import environ as run_environ
+
 LANDED_SUFFIXES = (".json", ".jsonl", ".txt")
 # A landing zone's file format (the pipeline's ``file_format``) -> the names of its files.
 FILE_SUFFIXES = {"json": LANDED_SUFFIXES, "avro": (".avro",), "parquet": (".parquet",)}
@@ -101,7 +103,7 @@ class S3Access:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> S3Access:
         """From the standard AWS variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...)."""
-        env = os.environ if environ is None else environ
+        env = run_environ() if environ is None else environ
         return cls(
             endpoint=env.get("AWS_ENDPOINT_URL") or None,
             region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None,

@@ -11,7 +11,6 @@ Python (and pyiceberg when a catalog is opened): no Spark.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from urllib.parse import unquote, urlparse
 from cdc_ingest.catalog.config import CatalogConfig
 from cdc_ingest.catalog.properties import pyiceberg_properties
 from cdc_ingest.landing.zones import LandedFile
+from cdc_ingest.run_environment import environ as run_environ
 
 # Statuses of ``_cdc_checkpoints`` rows. A batch is planned (one ``planned`` row per file) before
 # any table changes, and sealed by one append of its file rows and a ``committed`` row.
@@ -180,7 +180,7 @@ def open_catalog(catalog: CatalogConfig, environ: Mapping[str, str] | None = Non
         path = Path(unquote(urlparse(catalog.uri).path))
         if not path.is_file():
             raise CatalogMissing(f"catalog database {path} does not exist (no batch has run yet?)")
-    props = pyiceberg_properties(catalog, os.environ if environ is None else environ)
+    props = pyiceberg_properties(catalog, run_environ() if environ is None else environ)
     return load_catalog(catalog.name, **props)
 
 
