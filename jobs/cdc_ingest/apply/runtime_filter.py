@@ -41,7 +41,8 @@ _LONGEST = str(2**63 - 1)
 # The settings are the session's, and the MERGEs of tables written at once
 # (``concurrent_writes``) overlap: the first to start sets them, each sizes the filter up to its
 # own changes, and the last to end puts the session's back. A statement of another thread planned
-# meanwhile may get a filter it would not have had, which changes no result.
+# meanwhile may get a filter it would not have had, which changes no result. Held per session: a
+# warm engine runs other callers' batches at once, each on its own session.
 _HELD_LOCK = threading.Lock()
 
 
@@ -54,7 +55,7 @@ class _Held:
     before: dict[str, str | None] = field(default_factory=dict)
 
 
-_held = _Held()
+_HELD: dict[int, _Held] = {}
 
 
 def worth_filtering(changes: int, table_rows: int) -> bool:
@@ -84,7 +85,9 @@ def bloom_filtered(spark: SparkSession, changes: int) -> Iterator[None]:
     Spark also skips the filter where it judges by size that the join is probably a broadcast
     (a table under 10 MB), which a MERGE's never is: the table carries a hint against it, and
     the changes are the preserved side. So no size allows one for the statement."""
+    session = int(spark._jsparkSession.hashCode())  # the JVM session's identity
     with _HELD_LOCK:
+        _held = _HELD.setdefault(session, _Held())
         if _held.blocks == 0:
             _held.before = {key: spark.conf.get(key, None) for key in _settings(0)}
             _held.changes = -1
@@ -99,6 +102,7 @@ def bloom_filtered(spark: SparkSession, changes: int) -> Iterator[None]:
         with _HELD_LOCK:
             _held.blocks -= 1
             if _held.blocks == 0:
+                del _HELD[session]
                 for key, earlier in _held.before.items():
                     if earlier is None:
                         spark.conf.unset(key)

@@ -222,6 +222,22 @@ def _handle(engine: Engine, conn: socket.socket) -> None:
         conn.close()
 
 
+def _take(lock: TextIO, place: EnginePlace, patience: float = 30.0) -> bool:
+    """Take the place's lock; False if another engine holds it and answers (or keeps holding it:
+    one starting). An engine that just died may hold it for a moment longer than its socket."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            if probe.connect_ex(str(place.socket)) == 0 or time.monotonic() > deadline:
+                return False
+        time.sleep(0.1)
+
+
 def serve(place: EnginePlace, parallel: int, spark_conf: dict[str, str], ready: TextIO) -> int:
     """Hold the place's lock, build the session, answer requests until told to stop.
 
@@ -232,9 +248,7 @@ def serve(place: EnginePlace, parallel: int, spark_conf: dict[str, str], ready: 
 
     place.prepare()
     lock = place.lock.open("a")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not _take(lock, place):
         ready.write("running\n")
         ready.close()
         return 0
