@@ -196,3 +196,69 @@ def test_a_start_finds_a_running_engine_and_a_killed_one_is_replaced(engine_env)
     assert replaced.stdout.startswith("engine started in "), replaced.stderr
     new_pid = int(replaced.stdout.split("(pid ")[1].split(")")[0])
     assert new_pid != pid
+
+
+LINDORM_LINE = (
+    '{"schema":{},"payload":{"op":"c","ts_ms":1465491411815,"before":null,'
+    '"after":{"id":"1004","first_name":"Anne","last_name":"Kretchmar"},'
+    '"source":{"version":"v1.0","db":"ld-xxxx","namespace":"default","table":"customers",'
+    '"ts_ms":1465491411807}}}\n'
+)
+
+
+@pytest.mark.slow
+def test_a_dag_run_sends_its_batch_to_the_engine(engine_env, tmp_path):
+    from airflow_runner import airflow, airflow_env, migrate, require_stack, tail, task_states
+
+    require_stack()
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "catalog": {
+                    "name": "lake",
+                    "uri": f"sqlite:///{tmp_path}/catalog.db",
+                    "warehouse": (tmp_path / "warehouse").as_uri(),
+                },
+                "pipelines": [
+                    {
+                        "name": "customers",
+                        "format": "lindorm",
+                        "landing": landing.as_uri(),
+                        "namespace": "ods",
+                        "retries": 0,
+                        "keys": {"customers": ["id"]},
+                    }
+                ],
+            }
+        )
+    )
+    env = airflow_env(
+        tmp_path / "airflow", config, CDC_INGEST_ENGINE_DIR=engine_env["CDC_INGEST_ENGINE_DIR"]
+    )
+    migrate(env, tmp_path)
+    (landing / "customers-0001.json").write_text(LINDORM_LINE)
+    before = batches_done(engine_env)
+    done = airflow(["dags", "test", "ingest_customers"], env, tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, tail(done)
+    assert "ran on the warm engine" in output, tail(done)
+    assert "ingest_job.py run --config" not in output, "the task spark-submitted the job"
+    # The batch's summary reached the task's log.
+    assert "customers (created): 1 messages -> inserted 1" in output, tail(done)
+    assert batches_done(engine_env) == before + 1
+    [states] = task_states(tmp_path / "airflow", "ingest_customers").values()
+    assert states == {
+        "check_landing": "success",
+        "apply_batch": "success",
+        "batch_summary": "success",
+    }
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    table = SqlCatalog(
+        "lake", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=(tmp_path / "warehouse").as_uri()
+    ).load_table("ods.customers")
+    rows = table.scan(selected_fields=("id", "first_name", "last_name")).to_arrow().to_pylist()
+    assert rows == [{"id": "1004", "first_name": "Anne", "last_name": "Kretchmar"}]

@@ -7,11 +7,13 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from cdc_ingest.engine.place import EnginePlace, engine_place, engine_wanted
 from cdc_ingest.engine.protocol import EXIT_RUN_COLD, replies, send
+from cdc_ingest.run_environment import using
 
 EXIT_OK, EXIT_ENGINE_FAILED, EXIT_NOT_RUNNING = 0, 2, 3
 
@@ -33,29 +35,48 @@ def _connect(place: EnginePlace) -> socket.socket | None:
 def run_on_engine(argv: list[str]) -> int | None:
     """Run ``cdc-ingest <argv>`` on the engine and relay its output; its exit status, or None
     when no engine answers or it asks for a cold run (the caller then runs it itself)."""
-    if not engine_wanted():
-        return None
-    place = engine_place()
+    return relay_run(argv, dict(os.environ), _write(sys.stdout), _write(sys.stderr))
+
+
+def _write(stream: TextIO) -> Callable[[str], None]:
+    def write(text: str) -> None:
+        stream.write(text)
+        stream.flush()
+
+    return write
+
+
+def relay_run(
+    argv: list[str],
+    env: Mapping[str, str],
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+) -> int | None:
+    """Send a run to the engine of ``env`` (``CDC_INGEST_ENGINE_DIR``) with ``env`` as the
+    batch's environment; its output goes to ``out`` and ``err`` as written. Its exit status, or
+    None when no engine answers, ``env`` says ``CDC_INGEST_ENGINE=off``, or the engine asks for
+    a cold run."""
+    with using(env):
+        if not engine_wanted():
+            return None
+        place = engine_place()
     conn = _connect(place)
     if conn is None:
         return None
     with conn:
-        send(conn, {"run": argv, "env": dict(os.environ), "cwd": os.getcwd()})
+        send(conn, {"run": argv, "env": dict(env), "cwd": os.getcwd()})
         for message in replies(conn):
             if "out" in message:
-                sys.stdout.write(message["out"])
-                sys.stdout.flush()
+                out(message["out"])
             elif "err" in message:
-                sys.stderr.write(message["err"])
-                sys.stderr.flush()
+                err(message["err"])
             elif "exit" in message:
                 status = int(message["exit"])
                 return None if status == EXIT_RUN_COLD else status
-    print(
+    err(
         f"cdc-ingest: error: the warm engine in {place.directory} stopped during the batch "
         "(its log: engine.log there); nothing it had not committed is applied, and a rerun "
-        "resumes the batch",
-        file=sys.stderr,
+        "resumes the batch\n"
     )
     return EXIT_ENGINE_FAILED
 
