@@ -190,3 +190,27 @@ def lake(request: pytest.FixtureRequest, spark: Any, tmp_path: Path) -> Iterator
             s3 = request.getfixturevalue("s3_server")
             lake.catalog_section = rest_s3_catalog(tmp_path, lake.catalog, s3, stack)
         yield lake
+
+
+@pytest.fixture(scope="session")
+def engine_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A warm engine of this test worker (``cdc-ingest engine``), started once, stopped at the
+    end: the CLI runs and DAG tasks of the modules that use ``warm_engine`` go to it."""
+    import subprocess
+
+    place = tmp_path_factory.mktemp("engine")
+    env = {**os.environ, "CDC_INGEST_ENGINE_DIR": str(place)}
+    # A long-lived JVM: both compilers, as the shared session above.
+    env.pop("SPARK_SUBMIT_OPTS", None)
+    cli = str(Path(sys.executable).parent / "cdc-ingest")
+    started = subprocess.run([cli, "engine", "start"], env=env, capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    yield place
+    subprocess.run([cli, "engine", "stop"], env=env, capture_output=True, text=True)
+
+
+@pytest.fixture
+def warm_engine(engine_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Send this test's CLI runs and DAG tasks to the worker's warm engine."""
+    monkeypatch.setenv("CDC_INGEST_ENGINE_DIR", str(engine_dir))
+    return engine_dir

@@ -24,6 +24,9 @@ import pytest
 from airflow_runner import VENV_BIN, airflow, tail
 from airflow_runner import java_home as find_java_home
 
+# Its DAG tasks run on the worker's warm engine (conftest.warm_engine).
+pytestmark = pytest.mark.usefixtures("warm_engine")
+
 REPO = Path(__file__).resolve().parent.parent
 DEADLINE_S = 900
 

@@ -25,6 +25,9 @@ from cdc_ingest.config import CatalogConfig, ConfigError, load_config
 from formats_under_test import FORMATS, TABLE, Changes
 from lakehouses import REST_S3, S3Server, rest_s3_catalog
 
+# Their CLI runs and DAG tasks run on the worker's warm engine (conftest.warm_engine).
+pytestmark = pytest.mark.usefixtures("warm_engine")
+
 REPO = Path(__file__).resolve().parent.parent
 
 

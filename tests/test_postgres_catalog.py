@@ -20,6 +20,9 @@ import yaml
 from conftest import FIXTURES
 from postgres_server import PostgresServer, serve_module
 
+# Their CLI runs and DAG tasks run on the worker's warm engine (conftest.warm_engine).
+pytestmark = pytest.mark.usefixtures("warm_engine")
+
 CLI = str(Path(sys.executable).parent / "cdc-ingest")
 CATALOG = "pglake"
 NAMESPACE = "ods"

@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--parallel", type=int, default=2, help="batches it runs at once (default 2)"
     )
+    start.add_argument(
+        "--master",
+        help="Spark master (default: SPARK_MASTER, else local[*]); spark://... runs "
+        "its executors on a standalone cluster",
+    )
     actions.add_parser("status", help="whether an engine runs, and what it has done")
     actions.add_parser("stop", help="stop the engine once its running batches are done")
     check = commands.add_parser("check", help="validate a pipelines file and list its pipelines")

@@ -93,7 +93,9 @@ def engine_status(place: EnginePlace) -> dict[str, Any] | None:
     return None
 
 
-def start_engine(place: EnginePlace, parallel: int, config: str | None) -> int:
+def start_engine(
+    place: EnginePlace, parallel: int, config: str | None, master: str | None = None
+) -> int:
     """Start an engine in the background and return once it answers, or find the one running."""
     running = engine_status(place)
     if running is not None:
@@ -104,6 +106,8 @@ def start_engine(place: EnginePlace, parallel: int, config: str | None) -> int:
     command += ["--parallel", str(parallel)]
     if config:
         command += ["--config", os.path.abspath(config)]
+    if master:
+        command += ["--master", master]
     # Its own session: a terminal's Ctrl-C or a finished Airflow task does not stop it.
     starting = subprocess.Popen(
         command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True
@@ -151,7 +155,7 @@ def engine_command(args: argparse.Namespace) -> int:
     """``cdc-ingest engine start|status|stop``."""
     place = engine_place()
     if args.action == "start":
-        return start_engine(place, args.parallel, args.config)
+        return start_engine(place, args.parallel, args.config, args.master)
     if args.action == "stop":
         return stop_engine(place)
     status = engine_status(place)

@@ -294,7 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", required=True)
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--config")
+    parser.add_argument("--master")
     args = parser.parse_args(argv)
+    if args.master:
+        os.environ["SPARK_MASTER"] = args.master
     place = EnginePlace(Path(args.dir))
     place.prepare()
     ready = os.fdopen(os.dup(1), "w")
