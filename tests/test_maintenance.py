@@ -141,6 +141,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_engine")  # its runs go to the worker's engine
 def test_ingest_and_maintenance_of_a_namespace_exclude_each_other(lake):
     """Real processes: an ingest run cannot start while maintenance holds the namespace, and
     maintenance cannot start while an ingest run does; both say who holds it."""
