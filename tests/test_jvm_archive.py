@@ -30,7 +30,7 @@ def _sources(log: Path, prefix: str) -> Counter[str]:
 
 
 @pytest.mark.slow
-def test_a_cold_run_maps_spark_and_iceberg_classes_from_the_install_archive(
+def test_a_small_cold_run_maps_classes_from_the_install_archive_and_compiles_with_c1(
     lake: Any, tmp_path: Path
 ) -> None:
     from cdc_ingest.jvm_archive import archive_path
@@ -58,7 +58,9 @@ def test_a_cold_run_maps_spark_and_iceberg_classes_from_the_install_archive(
         ],
     )
     log = tmp_path / "classes.log"
-    options = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Xlog:class+load=info:file={log}"
+    # Not the suite's C1-only option (conftest): a batch this small gets it from the CLI itself,
+    # which the flags the driver prints show.
+    options = f"-Xlog:class+load=info:file={log} -XX:+PrintFlagsFinal"
     done = subprocess.run(
         [CLI, "run", "--config", str(lake.config_path), "--pipeline", "shop"],
         capture_output=True,
@@ -68,8 +70,21 @@ def test_a_cold_run_maps_spark_and_iceberg_classes_from_the_install_archive(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert lake.rows("items") == [{"id": 1, "v": "a"}]
+    [compilers] = [
+        line.split() for line in done.stdout.splitlines() if " TieredStopAtLevel " in line
+    ]
+    assert compilers[:4] == ["intx", "TieredStopAtLevel", "=", "1"], compilers
     spark, iceberg = _sources(log, "org.apache.spark."), _sources(log, "org.apache.iceberg.")
     # Measured: 98% of the Spark classes and 66% of the Iceberg classes read from a class file
     # came from the archive (the others were first used by steps the install's run did not take).
     assert spark["archive"] > 0.9 * (spark["archive"] + spark["jar"]), spark
     assert iceberg["archive"] > 0.5 * (iceberg["archive"] + iceberg["jar"]), iceberg
+
+
+def test_only_a_small_planned_batch_gets_the_quick_compiler_alone() -> None:
+    from cdc_ingest.spark_session import SMALL_BATCH_BYTES, small_batch
+
+    assert small_batch(1) and small_batch(SMALL_BATCH_BYTES)
+    assert not small_batch(SMALL_BATCH_BYTES + 1)
+    # A run that cannot tell its size (a replay, a batch to resume) keeps both compilers.
+    assert not small_batch(None)

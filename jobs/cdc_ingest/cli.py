@@ -27,15 +27,21 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 COLD_HELP = "start Spark in this process even if a warm engine answers"
 # Where a run's Spark session comes from: a cold run builds its own; a warm engine hands out one
 # of its sessions (cdc_ingest.engine.server).
-SessionFactory = Callable[["CatalogConfig", str, "LineageConfig | None"], "SparkSession"]
+# The last argument: the planned batch's bytes (None: not known), which a cold driver's JIT
+# settings depend on (spark_session.small_batch).
+SessionFactory = Callable[
+    ["CatalogConfig", str, "LineageConfig | None", "int | None"], "SparkSession"
+]
 
 
 def cold_session(
-    catalog: CatalogConfig, app_name: str, lineage: LineageConfig | None
+    catalog: CatalogConfig, app_name: str, lineage: LineageConfig | None, planned: int | None
 ) -> SparkSession:
-    from cdc_ingest.spark_session import build_session
+    from cdc_ingest.spark_session import build_session, small_batch
 
-    return build_session(catalog, app_name=app_name, lineage=lineage)
+    return build_session(
+        catalog, app_name=app_name, lineage=lineage, quick_compiler_only=small_batch(planned)
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -174,7 +180,7 @@ def execute(
     from cdc_ingest.landing.zones import list_landed
     from cdc_ingest.run.batch import run_pipeline
     from cdc_ingest.run.options import RunRefused
-    from cdc_ingest.run.pending import nothing_to_do
+    from cdc_ingest.run.pending import pending_bytes
     from cdc_ingest.run.replays import ReplayRefused
     from cdc_ingest.schema.evolution import SchemaChangeRefused
     from cdc_ingest.spark_session import EnvironmentProblem
@@ -191,7 +197,8 @@ def execute(
     try:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
         listing = list_landed(pipeline.landing, file_format=pipeline.file_format)
-        if nothing_to_do(config, pipeline, options, listing):
+        planned = pending_bytes(config, pipeline, options, listing)
+        if planned == 0:
             summary = RunSummary(
                 pipeline=pipeline.name,
                 dry_run=options.dry_run,
@@ -211,7 +218,7 @@ def execute(
                     wait=pipeline.maintenance.lock_wait,
                 )
             )
-        spark = sessions(config.catalog, f"cdc-ingest-{pipeline.name}", config.lineage)
+        spark = sessions(config.catalog, f"cdc-ingest-{pipeline.name}", config.lineage, planned)
         # Shared: other ingest runs of the namespace go on; maintenance waits for them all.
         with namespace_lock(
             config.catalog,
@@ -247,7 +254,7 @@ def _maintain(config: Config, pipeline_name: str, as_json: bool, sessions: Sessi
     from cdc_ingest.state.locks import NamespaceLocked
 
     try:
-        spark = sessions(config.catalog, f"cdc-ingest-maintain-{pipeline_name}", None)
+        spark = sessions(config.catalog, f"cdc-ingest-maintain-{pipeline_name}", None, None)
         summary = maintain_pipeline(spark, config, pipeline_name)
     except (EnvironmentProblem, NamespaceLocked) as exc:
         return _fail(f"pipeline {pipeline_name}: {exc}")

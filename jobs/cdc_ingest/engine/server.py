@@ -90,7 +90,11 @@ class Engine:
         self.sinks = threading.local()
 
     def session(
-        self, catalog: CatalogConfig, app_name: str, lineage: LineageConfig | None
+        self,
+        catalog: CatalogConfig,
+        app_name: str,
+        lineage: LineageConfig | None,
+        planned: int | None = None,
     ) -> SparkSession:
         """The session for ``catalog``'s settings (with the caller's secrets), made once."""
         from cdc_ingest.spark_session import catalog_conf

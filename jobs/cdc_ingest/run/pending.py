@@ -29,8 +29,17 @@ def nothing_to_do(
     config: Config, pipeline: PipelineConfig, options: RunOptions, listing: list[LandedFile]
 ) -> bool:
     """True only when the checkpoint says every landed file is applied and no batch is pending."""
+    return pending_bytes(config, pipeline, options, listing) == 0
+
+
+def pending_bytes(
+    config: Config, pipeline: PipelineConfig, options: RunOptions, listing: list[LandedFile]
+) -> int | None:
+    """The bytes of the landed files the checkpoint says no batch applied: 0 when there is
+    nothing to do, None when this cannot tell (a replay, a rebuild, a batch to resume, an
+    unreadable catalog, an applied file that changed): the run goes on and Spark decides."""
     if options.landed is not None or options.rebuild_tables:
-        return False
+        return None
     try:
         catalog = open_catalog(config.catalog)
         rows = pipeline_rows(
@@ -41,13 +50,18 @@ def nothing_to_do(
             ("batch_id", "status", "file", "size"),
         )
     except CatalogMissing:
-        return not listing
+        return sum(max(1, f.size) for f in listing)
     except Exception:
-        return False
+        return None
     state = checkpoint_state(rows or [])
     # Growth of an applied file is reported by a run: let Spark see it.
     for landed in listing:
         applied = state.applied.get(landed.uri)
         if applied is not None and applied[2] not in (None, landed.size):
-            return False
-    return not pending_work([f.uri for f in listing], state).any
+            return None
+    work = pending_work([f.uri for f in listing], state)
+    if work.resumes_batch is not None:
+        return None
+    waiting = set(work.files)
+    # An empty landed file is still work (the run records it): never 0 while any waits.
+    return sum(max(1, f.size) for f in listing if f.uri in waiting)
