@@ -95,6 +95,7 @@ bench: install
 	$(BIN)/python scripts/bench_shapes.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
 	$(BIN)/python scripts/bench_steady.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
 	$(BIN)/python scripts/bench_airflow.py --results $(BENCH_RESULTS) --workdir bench-data/airflow $(if $(QUICK),--quick)
+	$(BIN)/python scripts/bench_fleet.py --results $(BENCH_RESULTS)
 	$(BIN)/python scripts/bench_table.py $(BENCH_RESULTS)
 
 clean:
