@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -78,6 +79,13 @@ def _parser() -> argparse.ArgumentParser:
         help="Spark master (default: SPARK_MASTER, else local[*]); spark://... runs "
         "its executors on a standalone cluster",
     )
+    serve = actions.add_parser(
+        "serve", help="run an engine in the foreground (what start runs; for a service manager)"
+    )
+    serve.add_argument("--dir", help="its directory (default: CDC_INGEST_ENGINE_DIR)")
+    serve.add_argument("--config")
+    serve.add_argument("--parallel", type=int, default=2)
+    serve.add_argument("--master")
     actions.add_parser("status", help="whether an engine runs, and what it has done")
     actions.add_parser("stop", help="stop the engine once its running batches are done")
     check = commands.add_parser("check", help="validate a pipelines file and list its pipelines")
@@ -142,6 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     args = parser.parse_args(arguments)
+    if args.command == "engine" and args.action == "serve":
+        from cdc_ingest.engine.place import engine_place
+        from cdc_ingest.engine.server import run_engine
+
+        directory = args.dir or str(engine_place().directory)
+        return run_engine(directory, args.parallel, args.config, args.master, execute_argv)
     if args.command == "engine":
         from cdc_ingest.engine.client import engine_command
 
@@ -153,6 +167,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if status is not None:
             return status
     return execute(parser, args, cold_session)
+
+
+def execute_argv(argv: list[str], cwd: str, sessions: SessionFactory) -> int:
+    """Run ``cdc-ingest <argv>`` (``run`` or ``maintain``) in this process, relative paths from
+    ``cwd``: what the warm engine does with each request."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+        if getattr(args, "config", None):
+            args.config = os.path.join(cwd, args.config)
+        return execute(parser, args, sessions)
+    except SystemExit as exc:  # argparse's usage errors, as a cold run exits with them
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
 
 
 def execute(

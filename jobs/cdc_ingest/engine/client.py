@@ -102,7 +102,8 @@ def start_engine(
         print(f"engine already running in {place.directory} (pid {running['pid']})")
         return EXIT_OK
     place.prepare()
-    command = [sys.executable, "-m", "cdc_ingest.engine.server", "--dir", str(place.directory)]
+    command = [sys.executable, "-m", "cdc_ingest.cli", "engine", "serve"]
+    command += ["--dir", str(place.directory)]
     command += ["--parallel", str(parallel)]
     if config:
         command += ["--config", os.path.abspath(config)]

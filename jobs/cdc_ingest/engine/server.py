@@ -1,7 +1,8 @@
 """The warm engine: a long-lived PySpark driver that runs the batches callers send it.
 
-Each request is ``cdc-ingest run`` or ``maintain`` exactly as a cold process would run it
-(:func:`cdc_ingest.cli.execute`), in a thread of its own, with:
+Each request is ``cdc-ingest run`` or ``maintain`` exactly as a cold process would run it (the
+CLI hands the engine its runner, :func:`cdc_ingest.cli.execute_argv`: the engine never imports
+the CLI), in a thread of its own, with:
 
 - the caller's environment (:mod:`cdc_ingest.run_environment`): its secrets and switches;
 - a Spark session of its own catalog settings: sessions share the driver's SparkContext (its JVM,
@@ -19,7 +20,6 @@ makes the rerun apply each batch exactly once.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import hashlib
@@ -43,6 +43,11 @@ if TYPE_CHECKING:
 
     from cdc_ingest.catalog.config import CatalogConfig
     from cdc_ingest.lineage import LineageConfig
+
+
+# Runs ``cdc-ingest <argv>`` from directory ``cwd`` on a session from the factory; its exit status.
+Runner = Callable[[list[str], str, Callable[..., "SparkSession"]], int]
+EXIT_FAILED = 1
 
 
 class RunCold(Exception):
@@ -76,8 +81,8 @@ class _ThreadStreams:
 class Engine:
     """The driver's state: its base session, the sessions of each catalog, its counters."""
 
-    def __init__(self, base: SparkSession, parallel: int) -> None:
-        self.base = base
+    def __init__(self, base: SparkSession, parallel: int, runner: Runner) -> None:
+        self.base, self.runner = base, runner
         self.slots = threading.BoundedSemaphore(parallel)
         self.parallel = parallel
         self.sessions: dict[str, SparkSession] = {}
@@ -178,22 +183,14 @@ def _run_request(engine: Engine, conn: socket.socket, request: dict[str, Any]) -
 
 
 def _execute(engine: Engine, request: dict[str, Any]) -> int:
-    from cdc_ingest import cli
-
-    parser = cli._parser()
     try:
-        args = parser.parse_args(request["run"])
-        if getattr(args, "config", None):
-            args.config = os.path.join(request.get("cwd", "/"), args.config)
-        return cli.execute(parser, args, engine.session)
-    except SystemExit as exc:  # argparse's usage errors
-        return exc.code if isinstance(exc.code, int) else cli.EXIT_USAGE
+        return engine.runner(list(request["run"]), request.get("cwd", "/"), engine.session)
     except RunCold:
         return EXIT_RUN_COLD
     except Exception:
         # A bug, as a cold run would show it: its traceback goes to its caller.
         traceback.print_exc(file=sys.stderr)
-        return cli.EXIT_FAILED
+        return EXIT_FAILED
 
 
 def _cancel_when_gone(engine: Engine, conn: socket.socket, group: str) -> None:
@@ -242,7 +239,9 @@ def _take(lock: TextIO, place: EnginePlace, patience: float = 30.0) -> bool:
         time.sleep(0.1)
 
 
-def serve(place: EnginePlace, parallel: int, spark_conf: dict[str, str], ready: TextIO) -> int:
+def serve(
+    place: EnginePlace, parallel: int, spark_conf: dict[str, str], ready: TextIO, runner: Runner
+) -> int:
     """Hold the place's lock, build the session, answer requests until told to stop.
 
     Writes ``ready <pid>`` on ``ready`` once it answers (or ``running <pid>`` if another engine
@@ -258,7 +257,7 @@ def serve(place: EnginePlace, parallel: int, spark_conf: dict[str, str], ready: 
         return 0
     place.socket.unlink(missing_ok=True)
     base = build_session(None, app_name="cdc-ingest-engine", extra_conf=spark_conf)
-    engine = Engine(base, parallel)
+    engine = Engine(base, parallel, runner)
     sys.stdout = _ThreadStreams(sys.stdout, "out", engine.sinks)
     sys.stderr = _ThreadStreams(sys.stderr, "err", engine.sinks)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -289,20 +288,17 @@ def serve(place: EnginePlace, parallel: int, spark_conf: dict[str, str], ready: 
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m cdc_ingest.engine.server``, as ``cdc-ingest engine start`` runs it: stdout is
-    a pipe to the starter, which gets one line; everything else goes to the engine's log."""
+def run_engine(
+    directory: str, parallel: int, config: str | None, master: str | None, runner: Runner
+) -> int:
+    """``cdc-ingest engine serve``: the engine in this process, until told to stop. Started by
+    ``engine start``, stdout is a pipe to the starter, which gets one line; everything else
+    (Spark's messages, a batch's output outside any request) goes to the engine's log."""
     from cdc_ingest.config import load_config
 
-    parser = argparse.ArgumentParser(prog="cdc-ingest-engine")
-    parser.add_argument("--dir", required=True)
-    parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--config")
-    parser.add_argument("--master")
-    args = parser.parse_args(argv)
-    if args.master:
-        os.environ["SPARK_MASTER"] = args.master
-    place = EnginePlace(Path(args.dir))
+    if master:
+        os.environ["SPARK_MASTER"] = master
+    place = EnginePlace(Path(directory))
     place.prepare()
     ready = os.fdopen(os.dup(1), "w")
     with place.log.open("a") as log:
@@ -310,14 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(log.fileno(), 2)
     print(f"engine starting at {time.strftime('%Y-%m-%dT%H:%M:%S%z')} (pid {os.getpid()})")
     try:
-        conf = load_config(args.config).spark.conf if args.config else {}
-        return serve(place, max(1, args.parallel), dict(conf), ready)
+        conf = load_config(config).spark.conf if config else {}
+        return serve(place, max(1, parallel), dict(conf), ready, runner)
     except Exception as exc:
         ready.close()
         traceback.print_exc()
         print(f"engine failed to start: {exc}", flush=True)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
