@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_phases import tree_cpu_seconds
 from bench_table import Shape, save, table
+
 from demo import answers, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
