@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 # Runs ``cdc-ingest <argv>`` from directory ``cwd`` on a session from the factory; its exit status.
 Runner = Callable[[list[str], str, Callable[..., "SparkSession"]], int]
 EXIT_FAILED = 1
+# Sessions kept for reuse, one per distinct catalog settings, least recently used dropped first.
+SESSIONS_KEPT = 16
 
 
 class RunCold(Exception):
@@ -110,12 +112,16 @@ class Engine:
         # Kept in memory only; the key hides the settings it is made of.
         key = hashlib.sha256(json.dumps(conf, sort_keys=True).encode()).hexdigest()
         with self.sessions_lock:
-            session = self.sessions.get(key)
+            session = self.sessions.pop(key, None)
             if session is None:
                 session = self.base.newSession()
                 for name, value in conf.items():
                     session.conf.set(name, value)
-                self.sessions[key] = session
+            # Most recently used last; settings that change with every batch (short-lived
+            # credentials) must not grow the engine without bound.
+            self.sessions[key] = session
+            while len(self.sessions) > SESSIONS_KEPT:
+                self.sessions.pop(next(iter(self.sessions)))
         session.sparkContext.setLocalProperty("spark.job.description", app_name)
         return session
 
