@@ -262,3 +262,24 @@ def test_a_dag_run_sends_its_batch_to_the_engine(engine_env, tmp_path):
     ).load_table("ods.customers")
     rows = table.scan(selected_fields=("id", "first_name", "last_name")).to_arrow().to_pylist()
     assert rows == [{"id": "1004", "first_name": "Anne", "last_name": "Kretchmar"}]
+
+
+def test_the_engine_keeps_one_session_per_catalog_settings_and_at_most_sixteen(spark):
+    from cdc_ingest.catalog.config import CatalogConfig
+    from cdc_ingest.engine.server import SESSIONS_KEPT, Engine
+
+    engine = Engine(spark, 2, lambda argv, cwd, sessions: 0)
+
+    def catalog(number: int) -> CatalogConfig:
+        return CatalogConfig(f"c{number}", f"sqlite:////tmp/c{number}.db", f"file:///tmp/c{number}")
+
+    first = engine.session(catalog(0), "run", None)
+    assert engine.session(catalog(0), "run", None) is first
+    assert first.conf.get("spark.sql.catalog.c0") == "org.apache.iceberg.spark.SparkCatalog"
+    # Another catalog's settings are not visible in this session, nor this one's in the engine's.
+    assert first is not spark and spark.conf.get("spark.sql.catalog.c0", None) is None
+    for number in range(1, SESSIONS_KEPT + 1):
+        engine.session(catalog(number), "run", None)
+    assert len(engine.sessions) == SESSIONS_KEPT == 16
+    # The least recently used (catalog 0) was dropped: asking again makes a new session.
+    assert engine.session(catalog(0), "run", None) is not first
