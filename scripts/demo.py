@@ -121,10 +121,15 @@ def services(env: dict[str, str]) -> Iterator[bool]:
                 break
         yield up
     finally:
-        for process in processes:
+        # The scheduler first (the API server answers its tasks while they wind down); a task
+        # a later schedule started is not waited for.
+        for process in reversed(processes):
             os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            process.wait(timeout=60)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
 
 
 def run_ingest_dags(env: dict[str, str], pipelines: list[dict[str, Any]]) -> list[str]:
