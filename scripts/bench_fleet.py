@@ -7,7 +7,6 @@ processes, the API server and the engine) is reported.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -24,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_phases import tree_cpu_seconds
 from bench_table import Shape, save, table
+from spike_engine import canal_line
 
 from demo import answers, free_port, wait_for
 
@@ -33,30 +33,14 @@ PIPELINES = 20
 DEADLINE_S = 300
 
 
-def canal_line(key: int) -> str:
-    return json.dumps(
-        {
-            "data": [{"id": str(key), "v": f"value {key}"}],
-            "database": "shop",
-            "table": "items",
-            "pkNames": ["id"],
-            "isDdl": False,
-            "type": "INSERT",
-            "es": 1_700_000_000_000 + key,
-            "ts": 1_700_000_000_000 + key,
-            "sql": "",
-            "mysqlType": {"id": "int", "v": "varchar(40)"},
-            "old": None,
-        }
-    )
-
-
 def write_fleet(workdir: Path) -> Path:
     pipelines = []
     for number in range(1, PIPELINES + 1):
         landing = workdir / "landing" / f"fleet_{number:02d}"
         landing.mkdir(parents=True)
-        (landing / "0001.json").write_text("".join(canal_line(k) + "\n" for k in range(3)))
+        (landing / "0001.json").write_text(
+            "".join(canal_line(k, 1_700_000_000_000 + k) + "\n" for k in range(3))
+        )
         pipelines.append(
             {
                 "name": f"fleet_{number:02d}",
