@@ -23,9 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_phases import tree_cpu_seconds
 from bench_table import Shape, save, table
-from spike_engine import canal_line
-
 from demo import answers, free_port, wait_for
+from spike_engine import canal_line
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -43,9 +43,10 @@ if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cdc_ingest.config import load_config  # noqa: E402
+
 from bench_phases import tree_cpu_seconds  # noqa: E402
 from bench_table import Shape, save, table  # noqa: E402
-from cdc_ingest.config import load_config  # noqa: E402
 
 
 def _change(table: str, op: str, key: int, version: int, ts: int) -> str:

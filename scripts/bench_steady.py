@@ -44,6 +44,9 @@ if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cdc_ingest import ordering  # noqa: E402
+from cdc_ingest.config import load_config  # noqa: E402
+
 from bench_metadata import after_maintain, namespace_metadata  # noqa: E402
 from bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
 from bench_references import (  # noqa: E402
@@ -53,8 +56,6 @@ from bench_references import (  # noqa: E402
     seed_hand_tables,
 )
 from bench_table import Shape, save, table  # noqa: E402
-from cdc_ingest import ordering  # noqa: E402
-from cdc_ingest.config import load_config  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

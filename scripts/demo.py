@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from demo_pipelines import DOWNSTREAM_TABLE, PIPELINES
 from demo_report import report
 
