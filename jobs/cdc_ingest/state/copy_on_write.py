@@ -91,13 +91,13 @@ def _merge_append_of(
 _MERGE_APPEND_FILES: Any = None
 
 
-def rows_of(table: Any, tasks: list[Any], schema: Any) -> pa.Table:
+def rows_of(table: Any, tasks: list[Any], schema: Any, row_filter: Any = None) -> pa.Table:
     """The rows of ``tasks`` (a snapshot's planned data files) as Arrow, in ``schema`` (the
-    table's, or a projection of it)."""
+    table's, or a projection of it), those matching ``row_filter`` (a pyiceberg expression)."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
 
-    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    scan = ArrowScan(table.metadata, table.io, schema, row_filter or AlwaysTrue())
     return scan.to_table(tasks)
 
 

@@ -200,8 +200,8 @@ def pipeline_rows(
         loaded = catalog.load_table((namespace, table))
     except (NoSuchTableError, NoSuchNamespaceError):
         return None
+    from cdc_ingest.state.appended_rows import rows_since
+
     # Pipeline names are [a-z0-9_]+ (checked when the config loads): safe inside quotes.
     row_filter = f"pipeline == '{pipeline}'" + (f" and {where}" if where else "")
-    scan = loaded.scan(row_filter=row_filter, selected_fields=fields)
-    rows: list[dict[str, Any]] = scan.to_arrow().to_pylist()
-    return rows
+    return rows_since(loaded, fields, row_filter)
