@@ -16,6 +16,8 @@ own):
    - pyiceberg's ``Table.upsert`` (plus ``Table.delete`` for the deletes) on a tenth of the rows
      and changes, scaled by ten.
 2. ``50 batches``: 50 consecutive runs of 2,000 changes each; the last 10 against the first 10.
+   Then ``1 line into it``: a 1-line batch into the same mirror, against the guarded hand MERGE
+   of the same line (reported, no target: what a small batch pays for the table's size).
 3. ``after maintain``: one ``maintain`` of the pipeline, then every table of its namespace (mirror
    and system tables): position-delete files left, data files, snapshots, and the manifests its
    current snapshot lists (of live files; of none, carried from an earlier snapshot).
@@ -307,6 +309,25 @@ def main(argv: list[str] | None = None) -> int:
                 f"first 10: {first:.1f} s",
                 last / first,
                 1.1,
+            )
+        )
+        # One line into the same mirror: what a warm batch pays whatever its size (issue 52),
+        # after warm-ups of its own, against the guarded hand MERGE of the same line.
+        for n in range(3):
+            bench.run([change("u", 5 + n, 4, 50_000_000 + n)], {"updated": 1})
+        one = bench.run([change("u", 9, 4, 50_000_010)], {"updated": 1})
+        print("stages of a 1-line batch into it:", *render_phases(bench.timings), sep="\n")
+        one_landing = bench.landing() / f"batch-{bench.batches:03d}"
+        hand_merge(bench.spark, one_landing, hand[True, True], True)
+        one_hand = hand_merge(bench.spark, one_landing, hand[True, False], True)
+        shapes.append(
+            Shape(
+                "1 line into it",
+                f"into {rows:,} rows: {one:.1f} s",
+                f"guarded hand: {one_hand:.1f} s",
+                one / one_hand,
+                0.0,
+                ("reported", True),
             )
         )
         # The same changes and micro-batches into the same rows, partitioned by bucket(16, id).

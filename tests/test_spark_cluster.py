@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -276,3 +277,80 @@ def test_a_worker_killed_mid_batch_and_the_rerun_converge_to_the_same_rows(
             if r["status"] == "applied" and r["batch_id"] in committed
         )
         assert applied == [f"{n:03}.json" for n in range(6)]
+
+
+def _process_tree_command_lines(pid: int) -> list[tuple[str, str]]:
+    """The command line of ``pid`` and of its children (the engine and its driver JVM)."""
+    found = []
+    for each in [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]:
+        text = Path(f"/proc/{each}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        found.append((f"command line of pid {each}", text))
+    return found
+
+
+def test_dag_tasks_run_on_a_warm_engine_on_the_cluster_named_by_an_airflow_connection(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    """The production engine: a long-running application on the cluster (driver on the Airflow
+    host, executors on the worker), found through its Airflow connection; the DAG's task sends
+    its batch there instead of spark-submitting, and its secrets stay inside the request."""
+    require_stack()
+    with ExitStack() as stack:
+        deploy = Deployment(tmp_path, s3_server, stack)
+        deploy.cluster.start_worker()
+        engine = tmp_path / "engine"
+        cli = str(Path(sys.executable).parent / "cdc-ingest")
+        # The engine's own environment holds none of the connections: no secret to leak.
+        engine_env = {k: v for k, v in deploy.env.items() if not k.startswith("AIRFLOW_CONN_")} | {
+            "CDC_INGEST_ENGINE_DIR": str(engine)
+        }
+        engine_env.pop("SPARK_SUBMIT_OPTS", None)
+        config = str(tmp_path / "pipelines.yaml")
+        command = [cli, "engine", "start", "--config", config, "--master", deploy.cluster.url]
+        started = subprocess.run(command, env=engine_env, capture_output=True, text=True)
+        assert started.returncode == 0, started.stderr
+        stop = [cli, "engine", "stop"]
+        stack.callback(subprocess.run, stop, env=engine_env, capture_output=True)
+        # The tasks know the engine only through the connection.
+        deploy.env.pop("CDC_INGEST_ENGINE_DIR", None)
+        deploy.env["AIRFLOW_CONN_CDC_INGEST_ENGINE"] = json.dumps(
+            {"conn_type": "generic", "extra": {"dir": str(engine)}}
+        )
+        c = Changes("debezium-json")
+        deploy.land("001.json", [c.insert(ALICE, 1000), c.insert(BOB, 1001)])
+        deploy.land("002.json", [c.update(ALICE, {**ALICE, "balance": 9}, 1002)])
+
+        run = deploy.dags_test()
+        assert run.returncode == 0, tail(run)
+        assert "ran on the warm engine" in run.stdout + run.stderr
+        assert "ingest_job.py run --config" not in run.stdout + run.stderr  # no spark-submit
+        rows = sorted((r["id"], r["owner"], r["balance"]) for r in deploy.read(TABLE))
+        assert rows == [(1, "alice", 9), (2, "bob", 20)]
+
+        # One application on the cluster: the engine's, still running; no batch app of its own.
+        state = deploy.cluster.state()
+        assert [a["name"] for a in state["activeapps"]] == ["cdc-ingest-engine"]
+        assert not [a for a in state["completedapps"] if a["name"] == "cdc-ingest-orders"]
+        [app_id] = [a["id"] for a in state["activeapps"]]
+        status = subprocess.run(
+            [cli, "engine", "status"], env=engine_env, capture_output=True, text=True
+        )
+        assert f"on {deploy.cluster.url}" in status.stdout, status.stdout
+        pid = int(status.stdout.split("pid ")[1].split(",")[0])
+        command_lines = _process_tree_command_lines(pid)
+        assert any("SparkSubmit" in text for _, text in command_lines), command_lines
+
+        subprocess.run(stop, env=engine_env, capture_output=True, check=True)
+        # Every task of the batch ran on the worker's executor, none in the driver.
+        ends = _task_ends(deploy.events)
+        assert ends and {t["Executor ID"] for t in ends} == {"0"}, ends[:3]
+        assert [p for p in deploy.cluster.executor_logs() if app_id in str(p)]
+        _assert_no_secret(
+            [
+                ("airflow stdout", run.stdout),
+                ("airflow stderr", run.stderr),
+                ("engine.log", (engine / "engine.log").read_text(errors="replace")),
+                *command_lines,
+                *deploy.outputs(),
+            ]
+        )

@@ -79,6 +79,9 @@ class SparkConfig:
 
     conn_id: str = "spark_local"
     conf: dict[str, str] = field(default_factory=dict)
+    # An Airflow connection naming the warm engine the DAGs' tasks use (docs/engine.md); where it
+    # is not defined, the engine of the workers' CDC_INGEST_ENGINE_DIR (or its default).
+    engine_conn_id: str = "cdc_ingest_engine"
 
 
 @dataclass(frozen=True)
@@ -356,10 +359,11 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: pipeline names must be unique: {', '.join(duplicated)}")
     spark_raw = raw.get("spark") or {}
     if not isinstance(spark_raw, dict):
-        raise ConfigError(f"{path}: 'spark' must be a mapping (conn_id, conf)")
+        raise ConfigError(f"{path}: 'spark' must be a mapping (conn_id, conf, engine_conn_id)")
     spark = SparkConfig(
         conn_id=str(spark_raw.get("conn_id", "spark_local")),
         conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()},
+        engine_conn_id=str(spark_raw.get("engine_conn_id", "cdc_ingest_engine")),
     )
     try:
         lineage = parse_lineage(raw.get("lineage"))

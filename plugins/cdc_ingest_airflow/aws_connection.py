@@ -159,6 +159,7 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         config_path: str | None = None,
         pipeline_name: str | None = None,
         namespace: str | None = None,
+        engine_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         if pipeline_name is not None:
@@ -167,6 +168,7 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         self.aws_conn_id = aws_conn_id
         self.catalog = catalog
         self.config_path, self.pipeline_name, self.namespace = config_path, pipeline_name, namespace
+        self.engine_conn_id = engine_conn_id
         self._batch: dict[str, Any] | None = None
 
     def execute(self, context: Any) -> None:
@@ -217,12 +219,22 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         output in the task's log; False if none does (or it asks for spark-submit: lineage)."""
         from cdc_ingest.engine.client import relay_run
 
+        from cdc_ingest_airflow.engine_connection import engine_environment
+
+        named = engine_environment(self.engine_conn_id) if self.engine_conn_id else {}
         errors: list[str] = []
         out, err = _LogLines(self.log.info), _LogLines(self.log.warning, errors)
-        status = relay_run(list(self.application_args or []), {**os.environ, **env}, out, err)
+        environment = {**os.environ, **env, **named}
+        status = relay_run(list(self.application_args or []), environment, out, err)
         out.flush()
         err.flush()
         if status is None:
+            if named:
+                self.log.warning(
+                    "the warm engine of connection %s (%s) does not answer: spark-submit instead",
+                    self.engine_conn_id,
+                    next(iter(named.values())),
+                )
             return False
         self.log.info("ran on the warm engine (cdc-ingest engine status shows it)")
         if status != 0:

@@ -201,6 +201,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
                 *PARAM_ARGS,
             ],
             conn_id=config.spark.conn_id,
+            engine_conn_id=config.spark.engine_conn_id,
             jars=jars_template(config),
             conf=spark_conf(config),
             # The ingest task is the Spark job's OpenLineage parent run.

@@ -88,6 +88,7 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             application=str(application),
             application_args=["maintain", "--config", config_path, "--pipeline", pipeline.name],
             conn_id=config.spark.conn_id,
+            engine_conn_id=config.spark.engine_conn_id,
             jars="{{ " + JARS_MACRO + "() }}",
             conf=spark_conf(config, lineage=False),
             env_vars=env_vars(application.parent),

@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -88,6 +89,8 @@ class Engine:
         self.slots = threading.BoundedSemaphore(parallel)
         self.parallel = parallel
         self.sessions: dict[str, SparkSession] = {}
+        # Secret settings' keys the event log is told to redact (``_redact_in_event_logs``).
+        self.redacted: set[str] = set()
         self.sessions_lock = threading.Lock()
         self.started = time.time()
         self.batches = 0
@@ -114,7 +117,10 @@ class Engine:
         with self.sessions_lock:
             session = self.sessions.pop(key, None)
             if session is None:
+                self._redact_in_event_logs(conf)
                 session = self.base.newSession()
+                for name in self.redacted - conf.keys():
+                    session.conf.unset(name)
                 for name, value in conf.items():
                     session.conf.set(name, value)
             # Most recently used last; settings that change with every batch (short-lived
@@ -124,6 +130,23 @@ class Engine:
                 self.sessions.pop(next(iter(self.sessions)))
         session.sparkContext.setLocalProperty("spark.job.description", app_name)
         return session
+
+    def _redact_in_event_logs(self, conf: dict[str, str]) -> None:
+        """Make the event log redact this session's secrets.
+
+        A session's SQL settings travel with each of its Spark jobs as job properties, which
+        the event log writes out; it redacts only those whose keys the application's own
+        SparkConf holds (a cold run's catalog settings are there, a warm session's are not). The
+        secret keys get a placeholder there (never a session's value: each session sets its own,
+        and ``session`` unsets the placeholders a session has no value for)."""
+        from cdc_ingest.spark_session import REDACTION_REGEX
+
+        pattern = re.compile(REDACTION_REGEX)
+        jvm_conf = self.base.sparkContext._jsc.sc().conf()
+        for name in conf:
+            if pattern.search(name) and name not in self.redacted:
+                jvm_conf.setIfMissing(name, "set by each batch")
+                self.redacted.add(name)
 
     def status(self) -> dict[str, Any]:
         jvm = self.base.sparkContext._jvm
