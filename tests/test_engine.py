@@ -283,3 +283,28 @@ def test_the_engine_keeps_one_session_per_catalog_settings_and_at_most_sixteen(s
     assert len(engine.sessions) == SESSIONS_KEPT == 16
     # The least recently used (catalog 0) was dropped: asking again makes a new session.
     assert engine.session(catalog(0), "run", None) is not first
+
+
+def test_the_event_log_redacts_each_sessions_secrets_and_keeps_the_applications_own(spark):
+    """Secret keys a session sets reach the application's SparkConf as a placeholder (the event
+    log redacts only keys it holds); one the application started with keeps its value there,
+    and sessions without their own value are not made to unset it."""
+    from cdc_ingest.engine.server import Engine
+
+    engine = Engine(spark, 2, lambda argv, cwd, sessions: 0)
+    jvm_conf = spark.sparkContext._jsc.sc().conf()
+    own = "spark.sql.catalog.redact_own.token"
+    jvm_conf.set(own, "from-the-application")
+    placed = "spark.sql.catalog.redact_placed.credential"
+    plain = "spark.sql.catalog.redact_placed.uri"
+    try:
+        engine._redact_in_event_logs(
+            {own: "a-session-token", placed: "client:a-secret", plain: "http://127.0.0.1:1"}
+        )
+        assert jvm_conf.get(own) == "from-the-application"
+        assert jvm_conf.get(placed) == "set by each batch"
+        assert not jvm_conf.contains(plain)
+        assert engine.redacted == {placed}
+    finally:
+        for name in (own, placed):
+            jvm_conf.remove(name)

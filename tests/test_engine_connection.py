@@ -26,3 +26,33 @@ def test_a_connection_without_a_directory_is_refused(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("AIRFLOW_CONN_ENGINE_EMPTY", json.dumps({"conn_type": "generic"}))
     with pytest.raises(EngineConnectionError, match="names no directory"):
         engine_environment("engine_empty")
+
+
+def test_a_named_engine_that_does_not_answer_leaves_the_task_to_spark_submit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The connection names a directory where no engine runs: the task says so in its log and
+    runs the job by spark-submit (``_ran_on_engine`` False) rather than failing."""
+    from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
+
+    gone = tmp_path / "engine"
+    gone.mkdir()
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ENGINE_GONE",
+        json.dumps({"conn_type": "generic", "extra": {"dir": str(gone)}}),
+    )
+    monkeypatch.delenv("CDC_INGEST_ENGINE_DIR", raising=False)
+    task = IngestSparkSubmitOperator(
+        task_id="apply_batch",
+        application="ingest_job.py",
+        application_args=["run", "--config", str(tmp_path / "pipelines.yaml")],
+        engine_conn_id="engine_gone",
+    )
+    assert task._ran_on_engine({}) is False
+    # Airflow's task logger (structlog) writes to the task's output.
+    logged = capsys.readouterr().out
+    assert "[warning" in logged
+    assert (
+        f"the warm engine of connection engine_gone ({gone}) does not answer: spark-submit instead"
+        in logged
+    )

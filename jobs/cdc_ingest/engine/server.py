@@ -138,14 +138,16 @@ class Engine:
         the event log writes out; it redacts only those whose keys the application's own
         SparkConf holds (a cold run's catalog settings are there, a warm session's are not). The
         secret keys get a placeholder there (never a session's value: each session sets its own,
-        and ``session`` unsets the placeholders a session has no value for)."""
+        and ``session`` unsets the placeholders a session has no value for). A key the
+        application was started with (``spark.conf`` of the pipelines file) is redacted already
+        and keeps its value for the sessions that do not set their own."""
         from cdc_ingest.spark_session import REDACTION_REGEX
 
         pattern = re.compile(REDACTION_REGEX)
         jvm_conf = self.base.sparkContext._jsc.sc().conf()
         for name in conf:
-            if pattern.search(name) and name not in self.redacted:
-                jvm_conf.setIfMissing(name, "set by each batch")
+            if pattern.search(name) and name not in self.redacted and not jvm_conf.contains(name):
+                jvm_conf.set(name, "set by each batch")
                 self.redacted.add(name)
 
     def status(self) -> dict[str, Any]:
