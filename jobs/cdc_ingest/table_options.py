@@ -4,7 +4,8 @@
 ``table_options`` maps ``"*"`` (every table of the pipeline) and target table names to
 ``partition_by`` (Iceberg transforms, as Iceberg's Spark DDL spells them), ``sort_by`` (the write
 order), ``properties`` (Iceberg table properties), ``computed_columns`` (a name and a Spark SQL
-expression over the row's source columns), ``deletes`` and ``type_mapping``. A table's options
+expression over the row's source columns), ``deletes``, ``type_mapping`` and the history keys
+(``history``, ``history_columns``, ``history_except_columns``, ``history_table``). A table's options
 are the pipeline's ``deletes``/``type_mapping``, then ``"*"``, then its own entry: a later layer
 replaces a list or a value and adds to a mapping. This module imports no pyspark: Airflow loads
 configs at DAG parse time.
@@ -28,7 +29,16 @@ OPTION_KEYS = (
     "computed_columns",
     "deletes",
     "type_mapping",
+    "history",
+    "history_columns",
+    "history_except_columns",
+    "history_table",
 )
+HISTORY_MODES = ("none", "scd2")
+# Where a table's history is kept: a table of the same namespace named from the mirror's.
+HISTORY_TABLE_DEFAULT = "{table}_history"
+# A layer that names one of these replaces the other (a table's own list wins over "*"'s).
+_TRACKING = ("history_columns", "history_except_columns")
 # The column of a soft-deleted row (``deletes: soft``).
 DELETED_COLUMN = "_cdc_deleted"
 
@@ -115,6 +125,44 @@ class TableOptions:
     computed_columns: dict[str, str] = field(default_factory=dict)
     deletes: str = "apply"
     type_mapping: str = "default"
+    history: str = "none"
+    history_columns: tuple[str, ...] | None = None
+    history_except_columns: tuple[str, ...] = ()
+    history_table: str = HISTORY_TABLE_DEFAULT
+
+    def history_of(self, table: str) -> HistoryOptions | None:
+        """What keeping ``table``'s history takes, or None when it keeps none."""
+        if self.history == "none":
+            return None
+        return HistoryOptions(
+            self.history_table.format(table=table),
+            self.history_columns,
+            self.history_except_columns,
+        )
+
+
+@dataclass(frozen=True)
+class HistoryOptions:
+    """A table's SCD type 2 history (``history: scd2``).
+
+    Attributes:
+        table: the history table's name, in the mirror's namespace.
+        columns: the tracked columns (``history_columns``), or None for every column but
+            ``except_columns`` (``history_except_columns``): only a change to a tracked column
+            opens a version; others update the version they fall in.
+    """
+
+    table: str
+    columns: tuple[str, ...] | None = None
+    except_columns: tuple[str, ...] = ()
+
+    def tracked(self, columns: list[str]) -> list[str]:
+        """Which of a table's ``columns`` open a version when they change."""
+        if self.columns is not None:
+            chosen = {c.lower() for c in self.columns}
+            return [c for c in columns if c.lower() in chosen]
+        left_out = {c.lower() for c in self.except_columns}
+        return [c for c in columns if c.lower() not in left_out]
 
 
 @dataclass(frozen=True)
@@ -127,12 +175,21 @@ class PipelineTableOptions:
         """The options of target table ``name``."""
         merged: dict[str, Any] = {}
         for layer in ("", EVERY_TABLE, name):
+            for key in _TRACKING:
+                if key in self.layers.get(layer, {}):
+                    for other in _TRACKING:
+                        merged.pop(other, None)
             for key, value in self.layers.get(layer, {}).items():
                 if isinstance(value, dict):
                     merged[key] = {**merged.get(key, {}), **value}
                 else:
                     merged[key] = value
         return TableOptions(**merged)
+
+    def history_tables(self, names: list[str]) -> dict[str, str]:
+        """Each of the tables ``names`` that keeps history, with its history table's name."""
+        kept = {n: self.for_table(n).history_of(n) for n in names}
+        return {n: h.table for n, h in kept.items() if h is not None}
 
     @property
     def soft_deletes_anywhere(self) -> bool:
@@ -220,6 +277,12 @@ def parse_layer(raw: Any, where: str) -> dict[str, Any]:
                 layer[key] = _choice(value, "deletes", DELETE_MODES)
             elif key == "type_mapping":
                 layer[key] = _choice(value, "type_mapping", TYPE_MAPPINGS)
+            elif key == "history":
+                layer[key] = _choice(value, "history", HISTORY_MODES)
+            elif key in _TRACKING:
+                layer[key] = _column_names(value, key)
+            elif key == "history_table":
+                layer[key] = _history_table(value)
             else:
                 raise TableOptionsError(
                     f"unknown table option {key!r} (known: {', '.join(OPTION_KEYS)})"
@@ -227,6 +290,33 @@ def parse_layer(raw: Any, where: str) -> dict[str, Any]:
         except TableOptionsError as exc:
             raise TableOptionsError(f"{where}.{exc}") from None
     return layer
+
+
+def _column_names(value: Any, key: str) -> tuple[str, ...]:
+    names = _as_list(value, key)
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise TableOptionsError(f"{key}: expected a list of column names")
+    return tuple(n.strip() for n in names)
+
+
+def _history_table(value: Any) -> str:
+    example = HISTORY_TABLE_DEFAULT.format(table="orders")
+    if not isinstance(value, str) or "{table}" not in value:
+        raise TableOptionsError(
+            f"history_table: expected a name containing {{table}}, e.g. {HISTORY_TABLE_DEFAULT!r}"
+        )
+    try:
+        name = value.format(table="orders")
+    except (KeyError, IndexError, ValueError):
+        raise TableOptionsError(
+            f"history_table: {value!r} may hold only {{table}} in braces"
+        ) from None
+    if name == "orders" or not name.strip() or "." in name or name.startswith("_cdc_"):
+        raise TableOptionsError(
+            f"history_table: {value!r} must name another table of the namespace "
+            f"(not starting with _cdc_), e.g. {HISTORY_TABLE_DEFAULT!r} for {example!r}"
+        )
+    return value
 
 
 def _computed(value: Any) -> dict[str, str]:

@@ -122,6 +122,7 @@ def apply_all_tables(
         summary.resumed,
         pipeline.tables,
         arrow,
+        batch.landed_ms,
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].stream_key)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
@@ -149,15 +150,17 @@ def apply_all_tables(
             else:
                 target, created = _prepare(ctx, base, evolve, deferred=True)
                 tombstoned = ctx.tombstone_index.holds(name)
+                # A table that keeps history is applied alone: its history follows its commit.
+                alone_only = name in fan_out or target.history is not None
                 together = applies_fresh(target, created, tombstoned, rows)
-                if together and name not in fan_out:
+                if together and not alone_only:
                     fresh.append(FreshTable(target, rows))  # applied below, with the others
                     continue
                 if ctx.arrow is not None:
                     ctx.arrow.create_pending(target.identifier)  # Spark applies it
                 # A resumed batch takes each table's counts from its first attempt (apply_table).
                 shares = applies_existing(target, created, rows) and not ctx.resumed
-                if shares and name not in fan_out:
+                if shares and not alone_only:
                     holding.append(FreshTable(target, rows))
                     continue
                 alone.append(AloneTable(target, created, rows, mine, name in fan_out))

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.append_only import apply_append_only
 from cdc_ingest.apply.commit_notes import DDL_OUTCOMES_PROPERTY, ddl_note, with_ddl_note
+from cdc_ingest.apply.history import apply_history
 from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.schema.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
 from cdc_ingest.schema.design import creation
@@ -70,6 +71,9 @@ class TableContext:
     table_options: PipelineTableOptions = field(default_factory=PipelineTableOptions)
     # pyiceberg's view of the catalog: creates and appends small tables without a JVM call each.
     arrow: ArrowCatalog | None = None
+    # Each file's landing time (epoch millis, by ``_cdc_file_idx``): where history versions
+    # start when the format sends no source time.
+    landed_ms: tuple[int | None, ...] = ()
 
 
 def apply_segment(
@@ -94,6 +98,18 @@ def apply_segment(
             resumed=ctx.resumed,
             tombstone_index=ctx.tombstone_index,
         )
+        if target.history is not None:
+            part.history_changes = apply_history(
+                ctx.spark,
+                ctx.catalog,
+                ctx.namespace,
+                target,
+                changes,
+                ctx.batch_id,
+                str(index),
+                ctx.resumed,
+                ctx.landed_ms,
+            )
     else:
         part, errors = apply_append_only(ctx.spark, changes, target, ctx.batch_id, rows, index)
         part.append_only = True

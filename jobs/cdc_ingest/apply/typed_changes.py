@@ -64,8 +64,9 @@ def typed_select(
     )
 
 
-def typed_changes(changes: DataFrame, target: TargetTable) -> DataFrame:
-    """This table's changes with typed columns and ``_type_error`` for values that don't fit."""
+def typed_changes(changes: DataFrame, target: TargetTable, event_time: bool = False) -> DataFrame:
+    """This table's changes with typed columns and ``_type_error`` for values that don't fit;
+    ``event_time``: with the source's time of each (``_cdc_event_ms``, epoch millis or null)."""
     values: list[str] = []
     errors: list[str] = []
     kept: list[str] = []
@@ -90,7 +91,10 @@ def typed_changes(changes: DataFrame, target: TargetTable) -> DataFrame:
         values,
         errors,
         leading=moved,
-        trailing=[f"array_compact(array({', '.join(kept)})) AS {KEEP_COLUMN}"] if kept else [],
+        trailing=[
+            *([f"array_compact(array({', '.join(kept)})) AS {KEEP_COLUMN}"] if kept else []),
+            *(["event_ms AS _cdc_event_ms"] if event_time else []),
+        ],
     )
     return computed_columns(frame, target)
 

@@ -35,6 +35,8 @@ class Batch:
     existing: set[str]
     catalog: str
     namespace: str
+    # Each file's landing time (epoch millis, None where it cannot be told), by _cdc_file_idx.
+    landed_ms: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True)

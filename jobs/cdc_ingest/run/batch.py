@@ -245,8 +245,13 @@ def count(
         run.existing,
         run.catalog,
         run.namespace,
+        tuple(_epoch_ms(run.pipeline.landed_at.landed(f)) for f in plan.files),
     )
     return batch, take_inventory(batch, summary, stats)
+
+
+def _epoch_ms(instant: datetime | None) -> int | None:
+    return None if instant is None else int(instant.timestamp() * 1000)
 
 
 def _fail_if_moved(seen: list[LandedFile], left_out: dict[int, FileCheck]) -> None:

@@ -27,7 +27,7 @@ from cdc_ingest.state.tables import (
     quote,
     table_columns,
 )
-from cdc_ingest.table_options import DELETED_COLUMN, TableOptions
+from cdc_ingest.table_options import DELETED_COLUMN, HistoryOptions, TableOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,6 +76,8 @@ class TargetTable:
     deletes: str = "apply"
     # What this batch changed in the table's design (partition spec, write order, properties).
     design_changes: tuple[str, ...] = ()
+    # Its SCD type 2 history table, if it keeps one (``table_options``' ``history``).
+    history: HistoryOptions | None = None
 
     @property
     def written_columns(self) -> list[str]:
@@ -306,6 +308,7 @@ def prepare_target(
         computed={n: (options.computed_columns[n], computed[n]) for n in options.computed_columns},
         deletes=options.deletes,
         design_changes=tuple(design_changes),
+        history=options.history_of(inventory.name),
     )
     return target, created
 

@@ -45,6 +45,8 @@ class TableSummary:
     deletes_ignored: int = 0
     # What the batch changed in the table's design (partition spec, write order, properties).
     design_changes: list[str] = field(default_factory=list)
+    # Changes placed in the table's history (``history: scd2``), not counted in ``messages``.
+    history_changes: int = 0
 
 
 @dataclass

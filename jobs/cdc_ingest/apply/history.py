@@ -1,0 +1,303 @@
+"""A mirrored table's SCD type 2 history (``history: scd2``): one row per version of each key.
+
+After a table's changes are merged into the mirror, the same changes (typed, not collapsed, dead
+letters left out) are placed among the versions the history table holds for their keys, in the
+source's order (``_cdc_order``), not the landing order:
+
+- a change to a tracked column opens a version; a change to others updates the version it falls
+  in (which then holds the values of its newest change by order);
+- a delete is kept as a version of no length (``_cdc_valid_from`` = ``_cdc_valid_to``) that
+  closes the key's version before it: a later insert opens a new one, and a late event older
+  than the delete is placed before it;
+- ``_cdc_valid_to`` is the next version's ``_cdc_valid_from``, null for the current version;
+  ``_cdc_current`` marks it; ``_cdc_op`` says how a version began (insert, update, delete).
+
+The versions of the batch's keys are written by one MERGE on (key, ``_cdc_order``): new versions
+are inserted, versions whose end or values moved are updated, versions a late event made part of
+another are deleted. A change whose (key, ``_cdc_order``) the table holds already is not placed
+again (a replayed file), and a resumed batch skips the history commits its first attempt made
+(``commit_notes``), so a rerun never doubles a version.
+
+Known limit: a version made of several changes (untracked columns) keeps only its newest values;
+a late event that splits it cannot restore the values its older changes had.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from cdc_ingest import sql_text
+from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
+from cdc_ingest.apply.typed_changes import typed_changes
+from cdc_ingest.apply.update_images import with_old_key_deletes
+from cdc_ingest.contract import DELETE, UPSERT
+from cdc_ingest.stages import stage
+from cdc_ingest.state.tables import (
+    ORDER_COLUMN,
+    TABLE_PROPERTIES,
+    holds_rows,
+    qualified,
+    quote,
+    sql_string,
+    table_columns,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.window import WindowSpec
+
+    from cdc_ingest.schema.target import TargetTable
+
+VALID_FROM = "_cdc_valid_from"
+VALID_TO = "_cdc_valid_to"
+CURRENT = "_cdc_current"
+OP = "_cdc_op"
+BATCH = "_cdc_batch_id"
+# The order of a version's newest change (a version of several changes: untracked columns).
+LAST_ORDER = "_cdc_last_order"
+# The columns a history table adds to the mirror's, in this order after them.
+HISTORY_COLUMNS: dict[str, str] = {
+    VALID_FROM: "timestamp",
+    VALID_TO: "timestamp",
+    CURRENT: "boolean",
+    OP: "string",
+    BATCH: "bigint",
+    ORDER_COLUMN: "binary",
+    LAST_ORDER: "binary",
+}
+INSERT, UPDATE = "insert", "update"
+# The history table's property naming the mirror it keeps the history of.
+HISTORY_OF_PROPERTY = "cdc.history-of"
+_KIND, _STORED, _DROP = "_h_kind", "_h_stored", "_h_drop"
+_views = itertools.count()
+
+
+def history_identifier(catalog: str, namespace: str, target: TargetTable) -> str:
+    assert target.history is not None
+    return qualified(catalog, namespace, target.history.table)
+
+
+def apply_history(
+    spark: SparkSession,
+    catalog: str,
+    namespace: str,
+    target: TargetTable,
+    changes: DataFrame,
+    batch_id: int,
+    part: str,
+    resumed: bool,
+    landed_ms: tuple[int | None, ...] = (),
+) -> int:
+    """Place this table's changes (``changes``: the batch's, every table's) in its history table;
+    returns how many of them were new to it. ``landed_ms``: each file's landing time (epoch
+    millis, by ``_cdc_file_idx``), a version's start where the format sends no source time."""
+    identifier = history_identifier(catalog, namespace, target)
+    if resumed and earlier_counts(spark, [identifier], batch_id, target.name, part) is not None:
+        return 0  # the first attempt of the batch committed this part of the history
+    with stage("prepare history table"):
+        stored_columns = _prepare_table(spark, identifier, target)
+    events = _events(changes, target, landed_ms, stored_columns)
+    keys = list(target.keys)
+    fresh = not holds_rows(spark, identifier)
+    if fresh:
+        rows = _as_new(events)
+    else:
+        held = spark.table(identifier).join(
+            F.broadcast(events.select(*sql_text.columns(keys)).distinct()), on=keys, how="left_semi"
+        )
+        stored = held.select(
+            *[F.col(sql_text.name(c)) for c in stored_columns],
+            ORDER_COLUMN,
+            F.when(F.col(OP) == DELETE, F.lit(DELETE)).otherwise(F.lit(UPSERT)).alias(_KIND),
+            VALID_FROM,
+            BATCH,
+            F.lit(True).alias(_STORED),
+            F.coalesce(LAST_ORDER, ORDER_COLUMN).alias(LAST_ORDER),
+        )
+        rows = stored.unionByName(_as_new(events))
+        # A change the table holds already (a replayed file) is not placed again.
+        again = Window.partitionBy(*keys, ORDER_COLUMN).orderBy(F.col(_STORED).desc())
+        rows = rows.withColumn("_h_seen", F.row_number().over(again)).where("_h_seen = 1")
+    # Materialized once: counted here, then read by the window of every key's versions.
+    rows = rows.localCheckpoint(eager=False)
+    with stage("count history changes"):
+        new = rows.where(~F.col(_STORED)).count()
+    if not new:
+        return 0
+    tracked = target.history.tracked(stored_columns) if target.history else stored_columns
+    versions = _versions(rows, keys, stored_columns, [c for c in tracked if c not in keys])
+    note = counts_properties(batch_id, target.name, part, {"history_changes": new})
+    written = [*stored_columns, *HISTORY_COLUMNS]
+    with commit_properties(spark, note):
+        if fresh:
+            with stage("append to history"):
+                placed = versions.where(~F.col(_DROP)).select(*sql_text.columns(written))
+                placed.writeTo(identifier).append()
+        else:
+            with stage("merge into history"):
+                _merge(spark, versions, identifier, keys, written)
+    return new
+
+
+def _as_new(events: DataFrame) -> DataFrame:
+    return events.withColumn(_STORED, F.lit(False)).withColumn(LAST_ORDER, F.col(ORDER_COLUMN))
+
+
+def _prepare_table(spark: SparkSession, identifier: str, target: TargetTable) -> list[str]:
+    """Create the history table, or add the columns the mirror gained; returns its columns
+    besides ``HISTORY_COLUMNS`` (a column the source dropped stays, with its old values)."""
+    wanted = {n: c.spark_type for n, c in target.columns.items()}
+    wanted |= {n: c.spark_type for n, (_, c) in target.computed.items()}
+    definitions = [
+        f"{quote(n)} {t}{' NOT NULL' if n in target.keys else ''}" for n, t in wanted.items()
+    ]
+    definitions += [f"{quote(n)} {t}" for n, t in HISTORY_COLUMNS.items()]
+    properties = {**TABLE_PROPERTIES, HISTORY_OF_PROPERTY: target.name}
+    listed = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {identifier} ({', '.join(definitions)}) USING iceberg "
+        f"TBLPROPERTIES ({listed})"
+    )
+    held = table_columns(spark, identifier)
+    lowered = {n.lower() for n in held}
+    added = {n: t for n, t in wanted.items() if n.lower() not in lowered}
+    if added:
+        columns = ", ".join(f"{quote(n)} {t}" for n, t in added.items())
+        spark.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({columns})")
+    for name, spark_type in wanted.items():
+        if name in held and held[name] != spark_type:
+            spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {spark_type}")
+    mine = [n for n in held if n not in HISTORY_COLUMNS]
+    return [*mine, *(n for n in added if n not in mine)]
+
+
+def _events(
+    changes: DataFrame, target: TargetTable, landed_ms: tuple[int | None, ...], columns: list[str]
+) -> DataFrame:
+    """The table's changes that apply, as history rows: its columns (null where the table has a
+    column the change's schema no longer has), order, kind, start and batch."""
+    if target.moves_keys:
+        changes = with_old_key_deletes(changes, target)
+    typed = typed_changes(changes, target, event_time=True).where(F.col("_type_error").isNull())
+    if target.deletes == "ignore":
+        typed = typed.where(F.col("_cdc_kind") != DELETE)
+    landed = ", ".join(sql_text.literal(ms) for ms in landed_ms) or "CAST(NULL AS BIGINT)"
+    start = f"coalesce(_cdc_event_ms, element_at(array({landed}), _cdc_file_idx + 1))"
+    have = set(typed.columns)
+    return sql_text.select(
+        typed,
+        [
+            *(sql_text.name(c) if c in have else f"NULL AS {sql_text.name(c)}" for c in columns),
+            ORDER_COLUMN,
+            f"_cdc_kind AS {_KIND}",
+            f"coalesce(timestamp_millis({start}), current_timestamp()) AS {VALID_FROM}",
+            BATCH,
+        ],
+    )
+
+
+def _same(columns: list[str], window: WindowSpec) -> Column:
+    """Whether a row's ``columns`` equal those of the row before it (nulls equal)."""
+    same = F.lit(True)
+    for c in columns:
+        column = F.col(sql_text.name(c))
+        same = same & column.eqNullSafe(F.lag(column).over(window))
+    return same
+
+
+def _versions(
+    rows: DataFrame, keys: list[str], columns: list[str], tracked: list[str]
+) -> DataFrame:
+    """Every row of the batch's keys placed: the versions (``_h_drop`` false), and the stored
+    rows that are part of an earlier version now (``_h_drop`` true)."""
+    by_order = Window.partitionBy(*keys).orderBy(ORDER_COLUMN)
+    prior_kind = F.lag(_KIND).over(by_order)
+    joins = (F.col(_KIND) == UPSERT) & (prior_kind == UPSERT) & _same(tracked, by_order)
+    grouped = rows.withColumn("_h_opens", F.when(joins, 0).otherwise(1))
+    grouped = grouped.withColumn(
+        "_h_version", F.sum("_h_opens").over(by_order.rowsBetween(Window.unboundedPreceding, 0))
+    )
+    # A version takes the untracked values and the batch of its newest change by order (a
+    # stored version's newest is its LAST_ORDER, which may be newer than a late change).
+    whole = (
+        Window.partitionBy(*keys, "_h_version")
+        .orderBy(ORDER_COLUMN)
+        .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    )
+    untracked = [c for c in columns if c not in tracked and c not in keys]
+    newest = F.max_by(
+        F.struct(*[F.col(sql_text.name(c)).alias(c) for c in [*untracked, BATCH]]), LAST_ORDER
+    ).over(whole)
+    grouped = sql_text.select(
+        grouped.withColumn("_h_newest", newest).withColumn(
+            "_h_last", F.max(LAST_ORDER).over(whole)
+        ),
+        [
+            *(
+                f"_h_newest.{sql_text.name(c)} AS {sql_text.name(c)}"
+                if c in untracked or c == BATCH
+                else sql_text.name(c)
+                for c in [*columns, ORDER_COLUMN, _KIND, VALID_FROM, BATCH, _STORED, "_h_opens"]
+            ),
+            f"_h_last AS {LAST_ORDER}",
+        ],
+    )
+    heads = grouped.where("_h_opens = 1")
+    next_start = F.lead(VALID_FROM).over(by_order)
+    prior = F.lag(_KIND).over(by_order)
+    is_delete = F.col(_KIND) == DELETE
+    placed = heads.select(
+        *[sql_text.name(c) for c in columns],
+        ORDER_COLUMN,
+        VALID_FROM,
+        F.when(is_delete, F.col(VALID_FROM)).otherwise(next_start).alias(VALID_TO),
+        (~is_delete & F.lead(ORDER_COLUMN).over(by_order).isNull()).alias(CURRENT),
+        F.when(is_delete, F.lit(DELETE))
+        .when(prior.isNull() | (prior == DELETE), F.lit(INSERT))
+        .otherwise(F.lit(UPDATE))
+        .alias(OP),
+        BATCH,
+        LAST_ORDER,
+        _STORED,
+        F.lit(False).alias(_DROP),
+    )
+    dropped = grouped.where(f"_h_opens = 0 AND {_STORED}").select(
+        *[sql_text.name(c) for c in columns],
+        ORDER_COLUMN,
+        VALID_FROM,
+        F.lit(None).cast("timestamp").alias(VALID_TO),
+        F.lit(None).cast("boolean").alias(CURRENT),
+        F.lit(None).cast("string").alias(OP),
+        BATCH,
+        LAST_ORDER,
+        _STORED,
+        F.lit(True).alias(_DROP),
+    )
+    return placed.unionByName(dropped)
+
+
+def _merge(
+    spark: SparkSession, versions: DataFrame, identifier: str, keys: list[str], written: list[str]
+) -> None:
+    """One MERGE of the placed rows into the history table, on (key, ``_cdc_order``)."""
+    # Tables applied at once share the session: each MERGE reads a view of its own.
+    view = f"_cdc_history_versions_{next(_views)}"
+    versions.createOrReplaceTempView(view)
+    on = " AND ".join(f"h.{quote(k)} = s.{quote(k)}" for k in [*keys, ORDER_COLUMN])
+    same = " AND ".join(f"h.{quote(c)} <=> s.{quote(c)}" for c in written)
+    assignments = ", ".join(f"h.{quote(c)} = s.{quote(c)}" for c in written)
+    names = ", ".join(quote(c) for c in written)
+    values = ", ".join(f"s.{quote(c)}" for c in written)
+    try:
+        spark.sql(
+            f"MERGE INTO {identifier} h USING {view} s ON {on} "
+            f"WHEN MATCHED AND s.{_DROP} THEN DELETE "
+            f"WHEN MATCHED AND NOT ({same}) THEN UPDATE SET {assignments} "
+            f"WHEN NOT MATCHED AND NOT s.{_DROP} THEN INSERT ({names}) VALUES ({values})"
+        )
+    finally:
+        spark.catalog.dropTempView(view)
