@@ -163,3 +163,135 @@ def test_a_replay_of_applied_files_never_doubles_a_version(lake, utc_session):
     again = lake.run("crm", landed=LandedRange())
     assert again.batch_id == 3 and again.tables["users"].history_changes == 0
     assert _versions(lake) == before
+
+
+def _item(kind: str, data: dict[str, Any], es: int, old: dict | None = None) -> dict:
+    types = {"id": "INT", "v": "VARCHAR(10)", "n": "INT"}
+    return {
+        "data": [data],
+        "database": "shop",
+        "es": es,
+        "isDdl": False,
+        "mysqlType": {c: types[c] for c in data},
+        "old": [old] if old else None,
+        "pkNames": ["id"],
+        "sql": "",
+        "table": "items",
+        "type": kind,
+    }
+
+
+def _ddl(sql: str, es: int) -> dict:
+    return {
+        "data": None,
+        "database": "shop",
+        "es": es,
+        "isDdl": True,
+        "mysqlType": None,
+        "old": None,
+        "pkNames": None,
+        "sql": sql,
+        "table": "items",
+        "type": "ALTER",
+    }
+
+
+def _item_versions(lake: Any, *columns: str) -> list[tuple[Any, ...]]:
+    """(id, *columns, start, end, current, op) of each version of ``items``, by key and start."""
+    rows = lake.table("items_history").collect()
+    versions = [
+        (
+            r["id"],
+            *(r[c] for c in columns),
+            r["_cdc_valid_from"],
+            r["_cdc_valid_to"],
+            r["_cdc_current"],
+            r["_cdc_op"],
+        )
+        for r in rows
+    ]
+    return sorted(versions, key=lambda v: (v[0], v[-4], v[-1] == "delete"))
+
+
+def test_key_changes_and_a_delete_then_insert_close_and_open_versions(lake, utc_session):
+    lake.add_pipeline("shop", "canal-json", table_options={"*": {"history": "scd2"}})
+    lake.land(
+        "shop",
+        "0001.json",
+        [_item("INSERT", {"id": 1, "v": "a"}, 1), _item("INSERT", {"id": 2, "v": "b"}, 2)],
+    )
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "0002.json",
+        [
+            # Key 2 becomes key 3; key 1 is deleted, then inserted again.
+            _item("UPDATE", {"id": 3, "v": "b"}, 3, old={"id": "2"}),
+            _item("DELETE", {"id": 1, "v": "a"}, 4),
+            _item("INSERT", {"id": 1, "v": "c"}, 5),
+        ],
+    )
+    lake.run("shop")
+
+    assert lake.rows("items") == [{"id": 1, "v": "c"}, {"id": 3, "v": "b"}]
+    assert _item_versions(lake, "v") == [
+        (1, "a", _at(1), _at(4), False, "insert"),
+        (1, "a", _at(4), _at(4), False, "delete"),
+        (1, "c", _at(5), None, True, "insert"),
+        (2, "b", _at(2), _at(3), False, "insert"),
+        # The old key's delete carries only the key the update named.
+        (2, None, _at(3), _at(3), False, "delete"),
+        (3, "b", _at(3), None, True, "insert"),
+    ]
+
+
+def test_columns_added_and_dropped_mid_history_reach_it_at_their_place(lake, utc_session):
+    lake.add_pipeline("shop", "canal-json", table_options={"items": {"history": "scd2"}})
+    lake.land("shop", "0001.json", [_item("INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "0002.json",
+        [
+            _item("UPDATE", {"id": 1, "v": "a2"}, 2),
+            _ddl("ALTER TABLE items ADD COLUMN n INT", 3),
+            _item("UPDATE", {"id": 1, "v": "a2", "n": 10}, 4),
+            _ddl("ALTER TABLE items DROP COLUMN n", 5),
+            _item("UPDATE", {"id": 1, "v": "a3"}, 6),
+        ],
+    )
+    lake.run("shop")
+
+    assert lake.rows("items") == [{"id": 1, "v": "a3"}]
+    # Null in the versions before the column was added; kept, with its value, after the
+    # source dropped it (the mirror has no such column any more).
+    assert _item_versions(lake, "v", "n") == [
+        (1, "a", None, _at(1), _at(2), False, "insert"),
+        (1, "a2", None, _at(2), _at(4), False, "update"),
+        (1, "a2", 10, _at(4), _at(6), False, "update"),
+        (1, "a3", None, _at(6), None, True, "update"),
+    ]
+
+
+def test_maintain_compacts_history_tables(lake, utc_session):
+    from cdc_ingest.config import load_config
+    from cdc_ingest.maintenance import maintain_pipeline
+
+    lake.add_pipeline(
+        "crm",
+        "canal-json",
+        table_options={"users": {"history": "scd2"}},
+        maintenance={"retain_snapshots": 1},
+    )
+    lake.land("crm", "0001.json", FIRST)
+    lake.run("crm")
+    lake.land("crm", "0002.json", LATE)
+    lake.run("crm")
+    before = _versions(lake)
+
+    summary = maintain_pipeline(lake.spark, load_config(lake.config_path), "crm")
+
+    [history] = [t for t in summary.tables if t.table == "users_history"]
+    assert history.data_files[0] >= 2 and history.data_files[1] == 1
+    assert history.delete_files[1] == 0
+    assert _versions(lake) == before

@@ -111,7 +111,8 @@ def _counts(spark: SparkSession, name: str) -> tuple[int, int, int]:
 
 
 def pipeline_tables(spark: SparkSession, config: Config, pipeline: PipelineConfig) -> list[str]:
-    """The existing tables the pipeline writes: its mirrors and the namespace's system tables."""
+    """The existing tables the pipeline writes: its mirrors, their history tables and the
+    namespace's system tables."""
     catalog, namespace = config.catalog.name, pipeline.namespace
     existing = {
         row["tableName"] for row in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()
@@ -126,7 +127,9 @@ def pipeline_tables(spark: SparkSession, config: Config, pipeline: PipelineConfi
         for row in summaries:
             mirrors.update(json.loads(row["summary"]).get("tables", {}))
     system = {t for t in SYSTEM_TABLES if t in existing}
-    return sorted(system | (mirrors & existing))
+    # The history tables of its mirrors (``history: scd2``) take the same compaction.
+    histories = set(pipeline.tables.history_tables(sorted(mirrors)).values())
+    return sorted(system | ((mirrors | histories) & existing))
 
 
 def _rewrite_position_deletes(
