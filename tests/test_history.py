@@ -273,7 +273,7 @@ def test_columns_added_and_dropped_mid_history_reach_it_at_their_place(lake, utc
     ]
 
 
-def test_maintain_compacts_history_tables(lake, utc_session):
+def test_maintain_compacts_history_tables_and_the_status_page_shows_them(lake, utc_session):
     from cdc_ingest.config import load_config
     from cdc_ingest.maintenance import maintain_pipeline
 
@@ -288,6 +288,14 @@ def test_maintain_compacts_history_tables(lake, utc_session):
     lake.land("crm", "0002.json", LATE)
     lake.run("crm")
     before = _versions(lake)
+    # The status page says which tables keep history, and where.
+    from cdc_ingest_airflow.pipeline_status import gather
+    from cdc_ingest_airflow.status_html import render
+
+    [status] = gather(str(lake.config_path)).pipelines
+    [users] = status.tables
+    assert (users.history, users.history_rows) == ("users_history", 8)
+    assert "<td>users_history (8 versions)</td>" in render(gather(str(lake.config_path)))
 
     summary = maintain_pipeline(lake.spark, load_config(lake.config_path), "crm")
 

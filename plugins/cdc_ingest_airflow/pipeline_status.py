@@ -178,10 +178,14 @@ def _read_pipeline(
     batches = rows(BATCHES, BATCH_FIELDS)
     _batches(batches, status, now)
     existing = {ident[-1] for ident in catalog.list_tables(namespace)}
+    histories = pipeline.tables.history_tables([t.name for t in status.tables])
     for table in status.tables:
         table.exists = table.name in existing
         if table.exists:
             table.rows = _live_rows(catalog.load_table((namespace, table.name)))
+        table.history = histories.get(table.name)
+        if table.history is not None and table.history in existing:
+            table.history_rows = _live_rows(catalog.load_table((namespace, table.history)))
     if not status.tables:
         status.problems.append(f"no tables yet: no batch of {pipeline.name} wrote a table")
     if status.last_batch is not None:

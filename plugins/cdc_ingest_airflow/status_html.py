@@ -14,7 +14,7 @@ from html import escape
 
 from cdc_ingest_airflow.status_charts import history_charts
 from cdc_ingest_airflow.status_health import RECENT_BATCHES, duration, worst_first
-from cdc_ingest_airflow.status_model import Overview, PipelineStatus
+from cdc_ingest_airflow.status_model import Overview, PipelineStatus, TableStatus
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1rem 1.5rem; color: #1a202c; }
@@ -71,6 +71,13 @@ def _cells(*values: object, numeric: int = 0) -> str:
     )
 
 
+def _history(t: TableStatus) -> str:
+    """Where a table keeps its versions (``history: scd2``), and how many."""
+    if t.history is None:
+        return ""
+    return t.history + (" (not yet)" if t.history_rows is None else f" ({t.history_rows} versions)")
+
+
 def _tables(p: PipelineStatus) -> str:
     rows = [
         f'<tr data-table="{escape(t.name)}">'
@@ -84,10 +91,20 @@ def _tables(p: PipelineStatus) -> str:
             t.dead_lettered,
             numeric=6,
         )
+        + _cells(_history(t))
         + "</tr>"
         for t in p.tables
     ]
-    columns = ("table", "rows", "last batch", "inserted", "updated", "deleted", "dead letters")
+    columns = (
+        "table",
+        "rows",
+        "last batch",
+        "inserted",
+        "updated",
+        "deleted",
+        "dead letters",
+        "history",
+    )
     return "<h3>Tables</h3>" + _table(columns, rows, "No tables yet.")
 
 

@@ -25,6 +25,9 @@ class TableStatus:
     updated: int = 0
     deleted: int = 0
     dead_lettered: int = 0
+    # Its SCD type 2 history table (``history: scd2``) and the versions it holds, if any.
+    history: str | None = None
+    history_rows: int | None = None
 
 
 @dataclass

@@ -18,8 +18,9 @@ another are deleted. A change whose (key, ``_cdc_order``) the table holds alread
 again (a replayed file), and a resumed batch skips the history commits its first attempt made
 (``commit_notes``), so a rerun never doubles a version.
 
-Known limit: a version made of several changes (untracked columns) keeps only its newest values;
-a late event that splits it cannot restore the values its older changes had.
+Known limit: a version made of several changes (untracked columns) keeps only its newest values
+(and ``_cdc_last_order``, their order): a late change to a tracked column that falls inside it
+opens a version lasting until the next stored one.
 """
 
 from __future__ import annotations
