@@ -195,3 +195,49 @@ def test_an_update_that_changes_the_key_moves_the_row(pipe, fmt):
     pipe.land("accounts", "004.json", lines)
     pipe.run("accounts")
     assert rows(pipe) == [{**BOB, "owner": "new bob"}, moved, twice]
+
+
+def test_history_keeps_every_version_in_source_order(lake, fmt):
+    """``history: scd2``: a late update lands in the version it belongs to, a delete ends the
+    key, and each version ends where the next begins."""
+    lake.add_pipeline(
+        "accounts",
+        fmt,
+        **FORMATS[fmt]["options"],
+        table_options={"*": {"history": "scd2"}},
+    )
+    c = Changes(fmt)
+    first = [
+        c.insert(ALICE, 1000),
+        c.insert(BOB, 1001),
+        c.update(ALICE, {**ALICE, "balance": 90}, 2000),
+    ]
+    lake.land("accounts", "001.json", first)
+    lake.run("accounts")
+    late = [c.update(ALICE, {**ALICE, "balance": 95}, 1500), c.delete(BOB, 2001)]
+    lake.land("accounts", "002.json", late)
+    lake.run("accounts")
+
+    assert rows(lake) == [{**ALICE, "balance": 90}]
+    stored = lake.table(f"{TABLE}_history").collect()
+    # By key, then order; an Aerospike delete names its record by digest only (no id): last.
+    history = sorted(stored, key=lambda r: (r["id"] is None, r["id"] or 0, r["_cdc_order"]))
+    versions = [
+        (
+            r["id"],
+            r["balance"] if r["_cdc_op"] != "delete" else None,
+            r["_cdc_op"],
+            r["_cdc_current"],
+        )
+        for r in history
+    ]
+    assert versions == [
+        (1, 100, "insert", False),
+        (1, 95, "update", False),
+        (1, 90, "update", True),
+        (2, 50, "insert", False),
+        (None if fmt == "aerospike" else 2, None, "delete", False),
+    ]
+    ends = [(r["_cdc_valid_from"], r["_cdc_valid_to"]) for r in history]
+    assert ends[0][1] == ends[1][0] and ends[1][1] == ends[2][0] and ends[2][1] is None
+    assert ends[3][1] == ends[4][0] == ends[4][1]
