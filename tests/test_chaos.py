@@ -114,9 +114,12 @@ def _lake(root: Path, spark: Any, catalog: str) -> Lake:
 
 
 @pytest.mark.slow
-def test_a_batch_killed_at_random_commit_points_ten_times_ends_as_a_clean_run(spark, tmp_path):
+def test_a_batch_killed_at_random_commit_points_ten_times_ends_as_a_clean_run(
+    spark, tmp_path, engine_dir
+):
     clean = _lake(tmp_path / "clean", spark, "chaos_clean")
-    done = _run(clean)
+    # The clean reference run on the worker's warm engine; the killed runs are cold processes.
+    done = _run(clean, CDC_INGEST_ENGINE_DIR=str(engine_dir))
     assert done.returncode == 0, done.stderr[-2000:]
     chaos = _lake(tmp_path / "chaos", spark, "chaos_killed")
     chance = random.Random(20261123)

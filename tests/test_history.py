@@ -11,12 +11,17 @@ holds the updates at sequence 5, which arrive after those at 6 were applied.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 TYPES = {"userId": "INT", "name": "VARCHAR(20)", "city": "VARCHAR(20)"}
+CLI = str(Path(sys.executable).parent / "cdc-ingest")
 
 
 def _user(kind: str, user_id: int, name: str | None, city: str | None, seq: int) -> dict:
@@ -303,3 +308,35 @@ def test_maintain_compacts_history_tables_and_the_status_page_shows_them(lake, u
     assert history.data_files[0] >= 2 and history.data_files[1] == 1
     assert history.delete_files[1] == 0
     assert _versions(lake) == before
+
+
+@pytest.mark.slow
+def test_a_batch_killed_after_its_tables_resumes_without_doubling_a_version(lake, utc_session):
+    """The process dies once the mirror and its history are committed, before the checkpoint:
+    the rerun resumes the batch and finds this part of the history done (its commit notes),
+    counting what the killed attempt placed."""
+    _users_pipeline(lake)
+    lake.land("crm", "0001.json", FIRST)
+    killed = subprocess.run(
+        [CLI, "run", "--config", str(lake.config_path), "--pipeline", "crm", "--cold"],
+        env={**os.environ, "CDC_INGEST_FAIL_AT": "after_tables"},
+        capture_output=True,
+        text=True,
+    )
+    assert killed.returncode == 99, killed.stderr[-2000:]
+    committed = _versions(lake)
+    assert len(committed) == 6
+
+    resumed = lake.run("crm")
+
+    assert resumed.resumed and resumed.batch_id == 1
+    # As the mirror's counts, the history's are those of the attempt that committed it.
+    assert resumed.tables["users"].history_changes == 6
+    assert _versions(lake) == committed
+    assert [v[:5] for v in committed if v[6] != "delete"] == _published(
+        (123, "Isabel", "Monterrey", 1, 6),
+        (124, "Raul", "Oaxaca", 1, None),
+        (125, "Mercedes", "Tijuana", 2, 6),
+        (125, "Mercedes", "Guadalajara", 6, None),
+        (126, "Lily", "Cancun", 2, None),
+    )

@@ -196,8 +196,11 @@ def test_ingest_and_maintenance_of_a_namespace_exclude_each_other(lake):
 
 
 @pytest.mark.slow
-def test_maintain_dag_spark_submits_the_maintenance_job(tmp_path: Path) -> None:
-    """`airflow dags test maintain_<name>` after two ingest runs: one data file, no deletes."""
+def test_maintain_dag_spark_submits_the_maintenance_job(tmp_path: Path, engine_dir: Path) -> None:
+    """`airflow dags test maintain_<name>` after two ingest runs: one data file, no deletes.
+
+    The ingest runs go to the worker's warm engine (the ingest DAG's spark-submit has tests of
+    its own); the maintenance DAG finds no engine and spark-submits."""
     import yaml
     from airflow_runner import airflow, airflow_env, migrate, require_stack, tail, task_states
     from pyiceberg.catalog.sql import SqlCatalog
@@ -236,8 +239,14 @@ def test_maintain_dag_spark_submits_the_maintenance_job(tmp_path: Path) -> None:
         (landing / f"{number:03}.json").write_text(
             "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines)
         )
-        run = airflow(["dags", "test", "ingest_accounts"], env, tmp_path)
-        assert run.returncode == 0, tail(run)
+        run = subprocess.run(
+            [CLI, "run", "--config", str(config), "--pipeline", "accounts"],
+            env={**env, "CDC_INGEST_ENGINE_DIR": str(engine_dir)},
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stderr
+    assert "CDC_INGEST_ENGINE_DIR" not in env
     table = SqlCatalog("lake", uri=catalog_uri, warehouse=warehouse).load_table(f"ods.{TABLE}")
     assert _files(table) == (2, 1)
 

@@ -75,6 +75,7 @@ INSERT, UPDATE = "insert", "update"
 HISTORY_OF_PROPERTY = "cdc.history-of"
 _KIND, _STORED, _DROP = "_h_kind", "_h_stored", "_h_drop"
 _views = itertools.count()
+HISTORY_CHANGES = "history_changes"
 
 
 def history_identifier(catalog: str, namespace: str, target: TargetTable) -> str:
@@ -97,8 +98,10 @@ def apply_history(
     returns how many of them were new to it. ``landed_ms``: each file's landing time (epoch
     millis, by ``_cdc_file_idx``), a version's start where the format sends no source time."""
     identifier = history_identifier(catalog, namespace, target)
-    if resumed and earlier_counts(spark, [identifier], batch_id, target.name, part) is not None:
-        return 0  # the first attempt of the batch committed this part of the history
+    if resumed:
+        earlier = earlier_counts(spark, [identifier], batch_id, target.name, part)
+        if earlier is not None:  # the first attempt committed this part: its count stands
+            return int(earlier.get(HISTORY_CHANGES, 0))
     with stage("prepare history table"):
         stored_columns = _prepare_table(spark, identifier, target)
     events = _events(changes, target, landed_ms, stored_columns)
@@ -131,7 +134,7 @@ def apply_history(
         return 0
     tracked = target.history.tracked(stored_columns) if target.history else stored_columns
     versions = _versions(rows, keys, stored_columns, [c for c in tracked if c not in keys])
-    note = counts_properties(batch_id, target.name, part, {"history_changes": new})
+    note = counts_properties(batch_id, target.name, part, {HISTORY_CHANGES: new})
     written = [*stored_columns, *HISTORY_COLUMNS]
     with commit_properties(spark, note):
         if fresh:
