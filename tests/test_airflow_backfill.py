@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_runner import VENV_BIN, airflow, tail
+from airflow_runner import VENV_BIN, airflow, migrate, tail
 from airflow_runner import java_home as find_java_home
 
 # Its DAG tasks run on the worker's warm engine (conftest.warm_engine).
@@ -155,7 +155,7 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     }
     for inherited in ("PYSPARK_SUBMIT_ARGS", "SPARK_ENV_LOADED", "SPARK_HOME"):
         env.pop(inherited, None)
-    assert (done := airflow(["db", "migrate"], env, tmp_path)).returncode == 0, tail(done)
+    migrate(env, tmp_path)
     # The downstream DAGs must be known (and unpaused) when the ingest run emits its events.
     assert (done := airflow(["dags", "reserialize"], env, tmp_path)).returncode == 0, tail(done)
     for downstream in ("after_orders", "after_customers"):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_runner import REPO, VENV_BIN, airflow, java_home, tail
+from airflow_runner import REPO, VENV_BIN, airflow, java_home, migrate, tail
 
 LINDORM_LINES = (
     '{"schema":{},"payload":{"op":"c","ts_ms":1465491411815,"before":null,'
@@ -133,8 +133,7 @@ def test_dags_test_applies_landed_lindorm_file(tmp_path: Path) -> None:
     for inherited in ("PYSPARK_SUBMIT_ARGS", "SPARK_ENV_LOADED", "SPARK_HOME"):
         env.pop(inherited, None)
 
-    migrate = airflow(["db", "migrate"], env, tmp_path)
-    assert migrate.returncode == 0, tail(migrate)
+    migrate(env, tmp_path)
 
     # Nothing landed yet: the short-circuit skips Spark entirely.
     idle = airflow(["dags", "test", "ingest_customers"], env, tmp_path)
