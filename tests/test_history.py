@@ -137,6 +137,38 @@ def test_databricks_scd2_example_over_two_batches(lake, utc_session):
     assert summary.tables["users"].history_changes == 2
 
 
+def test_the_asset_event_names_the_snapshots_the_batch_committed(lake, utc_session):
+    """What a downstream DAG gets: the batch's snapshots of the mirror and of its history, and
+    the versions the batch wrote (``_cdc_batch_id``)."""
+    import json
+
+    from cdc_ingest_airflow.assets import table_events
+    from cdc_ingest_airflow.lake_state import batch_snapshots
+
+    _users_pipeline(lake)
+    lake.land("crm", "0001.json", FIRST)
+    first = json.loads(lake.run("crm").to_json())
+    lake.land("crm", "0002.json", LATE)
+    late = json.loads(lake.run("crm").to_json())
+
+    created = batch_snapshots(str(lake.config_path), first)["users"]
+    assert created["snapshots"] and created["previous_snapshot"] is None
+    assert created["history_table"] == "users_history" and created["history_snapshots"]
+    # The late updates are older than the mirror's rows: only the history changed.
+    [event] = table_events(late, batch_snapshots(str(lake.config_path), late)).values()
+    assert (event["updated"], event["snapshots"], event["history_table"]) == (
+        0,
+        [],
+        "users_history",
+    )
+    [snapshot] = event["history_snapshots"]
+    history = lake.spark.sql(
+        f"SELECT userId, city FROM {lake.catalog}.ods.users_history VERSION AS OF {snapshot} "
+        f"WHERE _cdc_batch_id = {event['batch_id']} ORDER BY userId"
+    ).collect()
+    assert [tuple(r) for r in history] == [(123, "Chihuahua"), (125, "Mexicali")]
+
+
 def test_databricks_example_with_city_untracked(lake, utc_session):
     """TRACK HISTORY ON * EXCEPT (city): a city change updates the version it falls in."""
     _users_pipeline(lake, history_except_columns=["city"])

@@ -30,11 +30,17 @@ def pipeline_alias(pipeline: str) -> AssetAlias:
     return AssetAlias(name=f"cdc_ingest.{pipeline}")
 
 
-def table_events(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def table_events(
+    summary: Mapping[str, Any], snapshots: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, dict[str, Any]]:
     """The event ``extra`` of each table the batch changed (rows written, or the table created).
 
     Args:
         summary: the batch's ``RunSummary`` as recorded in ``_cdc_batches``.
+        snapshots: per table, the snapshots the batch committed (``lake_state.batch_snapshots``):
+            ``snapshots``, ``previous_snapshot``, and ``history_table``/``history_snapshots``
+            for a table that keeps history; a downstream DAG reads exactly what the batch
+            changed between them.
     """
     if summary.get("batch_id") is None or summary.get("dry_run"):
         return {}
@@ -46,7 +52,9 @@ def table_events(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     )
     events: dict[str, dict[str, Any]] = {}
     for name, counts in sorted((summary.get("tables") or {}).items()):
-        changed = sum(int(counts.get(k) or 0) for k in ("inserted", "updated", "deleted"))
+        # A late change may leave the mirror as it was and still add to its history.
+        written = ("inserted", "updated", "deleted", "history_changes")
+        changed = sum(int(counts.get(k) or 0) for k in written)
         if not changed and not counts.get("created"):
             continue
         events[name] = {
@@ -57,6 +65,7 @@ def table_events(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "deleted": counts.get("deleted", 0),
             "dead_lettered": counts.get("dead_lettered", 0),
             "freshness": freshness,
+            **(snapshots or {}).get(name, {}),
         }
     return events
 
@@ -67,11 +76,12 @@ def emit_table_events(
     catalog: str,
     namespace: str,
     summary: Mapping[str, Any],
+    snapshots: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """Add one asset event per changed table to the task's ``outlet_events``; returns the URIs."""
     alias = outlet_events[pipeline_alias(pipeline)]
     uris = []
-    for table, extra in table_events(summary).items():
+    for table, extra in table_events(summary, snapshots).items():
         uri = table_uri(catalog, namespace, table)
         alias.add(Asset(uri), extra=extra)
         uris.append(uri)

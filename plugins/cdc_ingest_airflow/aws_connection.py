@@ -194,7 +194,7 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
             # lake_state reads the batch's row with pyiceberg (and imports this module).
             from cdc_ingest.config import load_config
 
-            from cdc_ingest_airflow.lake_state import batch_summary, pending
+            from cdc_ingest_airflow.lake_state import batch_snapshots, batch_summary, pending
             from cdc_ingest_airflow.metrics import send_batch_metrics
 
             summary = batch_summary(
@@ -207,6 +207,7 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
                 self.catalog.name,
                 self.namespace,
                 summary,
+                batch_snapshots(self.config_path, summary),
             )
             self.log.info("asset events: %s", ", ".join(uris) or "none (no table changed)")
             if summary.get("batch_id") is not None:

@@ -117,3 +117,40 @@ def batch_summary(
         else "no batch recorded by this run"
     )
     return {"pipeline": pipeline.name, "batch_id": None, "dry_run": dry_run, "note": note}
+
+
+def batch_snapshots(config_path: str, summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The snapshots the batch of ``summary`` committed to each table it changed (their commits
+    carry the batch's id: ``cdc.batch-id``), oldest first, with the snapshot each table had
+    before them; and for a table that keeps history, its history table's."""
+    batch_id = summary.get("batch_id")
+    tables = summary.get("tables") or {}
+    if batch_id is None or not tables:
+        return {}
+    config = load_config(config_path)
+    pipeline = config.pipeline(str(summary["pipeline"]))
+    environ = {**os.environ, **catalog_environment(config.catalog)}
+    catalog = open_catalog(config.catalog, environ)
+    histories = pipeline.tables.history_tables(sorted(tables))
+    found: dict[str, dict[str, Any]] = {}
+    for name in sorted(tables):
+        mine = _committed(catalog, pipeline.namespace, name, int(batch_id))
+        if name in histories:
+            mine["history_table"] = histories[name]
+            kept = _committed(catalog, pipeline.namespace, histories[name], int(batch_id))
+            mine["history_snapshots"] = kept["snapshots"]
+        found[name] = mine
+    return found
+
+
+def _committed(catalog: Any, namespace: str, table: str, batch_id: int) -> dict[str, Any]:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        snapshots = catalog.load_table((namespace, table)).snapshots()
+    except NoSuchTableError:
+        return {"snapshots": [], "previous_snapshot": None}
+    ordered = sorted(snapshots, key=lambda s: s.sequence_number)
+    ids = [s.snapshot_id for s in ordered if s.summary.get("cdc.batch-id") == str(batch_id)]
+    first = next((s for s in ordered if s.snapshot_id in ids), None)
+    return {"snapshots": ids, "previous_snapshot": first.parent_snapshot_id if first else None}
