@@ -201,13 +201,18 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
                 self.config_path, self.pipeline_name, context["run_id"], dry_run=False
             )
             self._batch = summary
+            try:
+                snapshots = batch_snapshots(self.config_path, summary)
+            except Exception as exc:  # the batch is applied: its events go out without them
+                self.log.warning("the batch's snapshots could not be read: %s", exc)
+                snapshots = {}
             uris = emit_table_events(
                 context["outlet_events"],
                 self.pipeline_name,
                 self.catalog.name,
                 self.namespace,
                 summary,
-                batch_snapshots(self.config_path, summary),
+                snapshots,
             )
             self.log.info("asset events: %s", ", ".join(uris) or "none (no table changed)")
             if summary.get("batch_id") is not None:
