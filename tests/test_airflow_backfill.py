@@ -129,6 +129,7 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
                 retries: 0
                 keys: {{orders: [id]}}
                 landed_at: {{path_pattern: "dt=%Y-%m-%d"}}
+                table_options: {{orders: {{history: scd2}}}}
             """
         )
     )
@@ -170,6 +171,10 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     orders = catalog.load_table("ods.orders")
     assert sorted(r["id"] for r in orders.scan().to_arrow().to_pylist()) == [1, 2, 3]
     [event] = _asset_events(home, "iceberg://lake/ods/orders")
+    # The snapshots the batch committed: the mirror's (created by it) and its history's.
+    mirror_snapshots = [s.snapshot_id for s in orders.snapshots()]
+    history = catalog.load_table("ods.orders_history")
+    history_snapshots = [s.snapshot_id for s in history.snapshots()]
     assert event == {
         "pipeline": "shop",
         "batch_id": 1,
@@ -178,7 +183,12 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
         "deleted": 0,
         "dead_lettered": 0,
         "freshness": "1970-01-01T00:00:22+00:00",
+        "snapshots": mirror_snapshots,
+        "previous_snapshot": None,
+        "history_table": "orders_history",
+        "history_snapshots": history_snapshots,
     }
+    assert len(history_snapshots) == 1 and history.scan().to_arrow().num_rows == 3
     assert _asset_events(home, "iceberg://lake/ods/customers") == []
     orders.delete("id >= 0")  # every row lost: the backfill brings back its intervals' rows
     assert orders.refresh().scan().to_arrow().num_rows == 0
