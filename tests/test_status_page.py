@@ -141,7 +141,8 @@ def test_page_shows_each_pipeline_in_a_browser(server: ApiServer, filled_lake: L
     assert (shop["format"], shop["namespace"], shop["dag"]) == ("canal-json", "ods", "ingest_shop")
     assert shop["landing"] == filled_lake.landing("shop").as_uri()
     # orders: 3 live rows (1, 2, 4); batch 2 inserted id 4, updated 2, deleted 3, dead-lettered 5.
-    assert page.rows[("shop", "table")] == [["orders", "3", "2", "1", "1", "1", "1"]]
+    # (No history kept: its cell is empty.)
+    assert page.rows[("shop", "table")] == [["orders", "3", "2", "1", "1", "1", "1", ""]]
     assert filled_lake.table("orders").count() == 3
     # Checkpoints: batches 1 and 2 applied three files; shop-0004.jsonl landed afterwards.
     assert (shop["last-committed-batch"], shop["files-applied"]) == ("2", "3")
@@ -217,6 +218,8 @@ def test_json_endpoint_serves_the_same_data(server: ApiServer) -> None:
             "updated": 1,
             "deleted": 1,
             "dead_lettered": 1,
+            "history": None,
+            "history_rows": None,
         }
     ]
     assert shop["freshness"] == "2023-11-14T22:15:00+00:00"
