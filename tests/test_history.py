@@ -218,7 +218,7 @@ def _item(kind: str, data: dict[str, Any], es: int, old: dict | None = None) -> 
     }
 
 
-def _ddl(sql: str, es: int) -> dict:
+def _ddl(sql: str, es: int, kind: str = "ALTER") -> dict:
     return {
         "data": None,
         "database": "shop",
@@ -229,13 +229,13 @@ def _ddl(sql: str, es: int) -> dict:
         "pkNames": None,
         "sql": sql,
         "table": "items",
-        "type": "ALTER",
+        "type": kind,
     }
 
 
-def _item_versions(lake: Any, *columns: str) -> list[tuple[Any, ...]]:
-    """(id, *columns, start, end, current, op) of each version of ``items``, by key and start."""
-    rows = lake.table("items_history").collect()
+def _item_versions(lake: Any, *columns: str, table: str = "items") -> list[tuple[Any, ...]]:
+    """(id, *columns, start, end, current, op) of each version of ``table``, by key and start."""
+    rows = lake.table(f"{table}_history").collect()
     versions = [
         (
             r["id"],
@@ -310,6 +310,34 @@ def test_columns_added_and_dropped_mid_history_reach_it_at_their_place(lake, utc
     ]
 
 
+def test_a_renamed_table_takes_its_history_along(lake, utc_session):
+    lake.add_pipeline("shop", "canal-json", table_options={"*": {"history": "scd2"}})
+    lake.land("shop", "0001.json", [_item("INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.run("shop")
+    goods = {**_item("UPDATE", {"id": 1, "v": "c"}, 4), "table": "goods"}
+    lake.land(
+        "shop",
+        "0002.json",
+        [
+            _item("UPDATE", {"id": 1, "v": "b"}, 2),
+            _ddl("RENAME TABLE items TO goods", 3, "RENAME"),
+            goods,
+        ],
+    )
+    lake.run("shop")
+
+    assert lake.rows("goods") == [{"id": 1, "v": "c"}]
+    assert _item_versions(lake, "v", table="goods") == [
+        (1, "a", _at(1), _at(2), False, "insert"),
+        (1, "b", _at(2), _at(4), False, "update"),
+        (1, "c", _at(4), None, True, "update"),
+    ]
+    tables = {
+        r["tableName"] for r in lake.spark.sql(f"SHOW TABLES IN {lake.catalog}.ods").collect()
+    }
+    assert "items_history" not in tables and "items" not in tables
+
+
 def test_maintain_compacts_history_tables_and_the_status_page_shows_them(lake, utc_session):
     from cdc_ingest.config import load_config
     from cdc_ingest.maintenance import maintain_pipeline
@@ -372,3 +400,50 @@ def test_a_batch_killed_after_its_tables_resumes_without_doubling_a_version(lake
         (125, "Mercedes", "Guadalajara", 6, None),
         (126, "Lily", "Cancun", 2, None),
     )
+
+
+# --- the options (no Spark) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"history": "scd4"}, "history: 'scd4' must be one of none, scd2"),
+        ({"history_columns": []}, "history_columns: expected a list of column names"),
+        ({"history_table": "archive"}, "expected a name containing {table}"),
+        ({"history_table": "{table}"}, "must name another table of the namespace"),
+        ({"history_table": "_cdc_{table}"}, "must name another table of the namespace"),
+        ({"history_table": "{table}_{name}"}, "may hold only {table} in braces"),
+    ],
+)
+def test_a_malformed_history_option_names_itself(raw, message):
+    from cdc_ingest.table_options import TableOptionsError, parse_layer
+
+    with pytest.raises(TableOptionsError, match=message.replace("{", r"\{").replace("}", r"\}")):
+        parse_layer(raw, "table_options.users")
+
+
+def test_a_tables_tracking_list_replaces_the_pipelines_and_names_its_history_table():
+    from cdc_ingest.table_options import parse_table_options
+
+    options = parse_table_options(
+        {
+            "table_options": {
+                "*": {"history": "scd2", "history_except_columns": ["seen_at"]},
+                "users": {"history_columns": ["Name", "city"], "history_table": "hist_{table}"},
+                "logs": {"history": "none"},
+            }
+        },
+        "pipelines[0]",
+    )
+    users = options.for_table("users").history_of("users")
+    orders = options.for_table("orders").history_of("orders")
+    assert users is not None and orders is not None
+    assert users.table == "hist_users"
+    assert users.tracked(["id", "name", "city", "seen_at"]) == ["name", "city"]
+    assert orders.table == "orders_history"
+    assert orders.tracked(["id", "total", "seen_at"]) == ["id", "total"]
+    assert options.history_tables(["logs", "orders", "users"]) == {
+        "orders": "orders_history",
+        "users": "hist_users",
+    }

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from cdc_ingest import sql_text
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
 from cdc_ingest.apply.typed_changes import typed_changes
-from cdc_ingest.apply.update_images import with_old_key_deletes
+from cdc_ingest.apply.update_images import KEEP_COLUMN, with_old_key_deletes
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (
@@ -73,7 +73,7 @@ HISTORY_COLUMNS: dict[str, str] = {
 INSERT, UPDATE = "insert", "update"
 # The history table's property naming the mirror it keeps the history of.
 HISTORY_OF_PROPERTY = "cdc.history-of"
-_KIND, _STORED, _DROP = "_h_kind", "_h_stored", "_h_drop"
+_KIND, _STORED, _DROP, _KEEP = "_h_kind", "_h_stored", "_h_drop", "_h_keep"
 _views = itertools.count()
 HISTORY_CHANGES = "history_changes"
 
@@ -93,17 +93,23 @@ def apply_history(
     part: str,
     resumed: bool,
     landed_ms: tuple[int | None, ...] = (),
+    existing: set[str] | None = None,
 ) -> int:
     """Place this table's changes (``changes``: the batch's, every table's) in its history table;
     returns how many of them were new to it. ``landed_ms``: each file's landing time (epoch
-    millis, by ``_cdc_file_idx``), a version's start where the format sends no source time."""
+    millis, by ``_cdc_file_idx``), a version's start where the format sends no source time;
+    ``existing``: the namespace's tables as the run knows them (a history table made is added)."""
     identifier = history_identifier(catalog, namespace, target)
     if resumed:
         earlier = earlier_counts(spark, [identifier], batch_id, target.name, part)
         if earlier is not None:  # the first attempt committed this part: its count stands
             return int(earlier.get(HISTORY_CHANGES, 0))
     with stage("prepare history table"):
-        stored_columns = _prepare_table(spark, identifier, target)
+        assert target.history is not None
+        known = existing is not None and target.history.table in existing
+        stored_columns = _prepare_table(spark, identifier, target, create=not known)
+        if existing is not None:
+            existing.add(target.history.table)
     events = _events(changes, target, landed_ms, stored_columns)
     keys = list(target.keys)
     fresh = not holds_rows(spark, identifier)
@@ -121,6 +127,7 @@ def apply_history(
             BATCH,
             F.lit(True).alias(_STORED),
             F.coalesce(LAST_ORDER, ORDER_COLUMN).alias(LAST_ORDER),
+            F.array().cast("array<string>").alias(_KEEP),
         )
         rows = stored.unionByName(_as_new(events))
         # A change the table holds already (a replayed file) is not placed again.
@@ -133,6 +140,8 @@ def apply_history(
     if not new:
         return 0
     tracked = target.history.tracked(stored_columns) if target.history else stored_columns
+    if target.unavailable_values:
+        rows = _filled(rows, keys, stored_columns)
     versions = _versions(rows, keys, stored_columns, [c for c in tracked if c not in keys])
     note = counts_properties(batch_id, target.name, part, {HISTORY_CHANGES: new})
     written = [*stored_columns, *HISTORY_COLUMNS]
@@ -151,9 +160,12 @@ def _as_new(events: DataFrame) -> DataFrame:
     return events.withColumn(_STORED, F.lit(False)).withColumn(LAST_ORDER, F.col(ORDER_COLUMN))
 
 
-def _prepare_table(spark: SparkSession, identifier: str, target: TargetTable) -> list[str]:
-    """Create the history table, or add the columns the mirror gained; returns its columns
-    besides ``HISTORY_COLUMNS`` (a column the source dropped stays, with its old values)."""
+def _prepare_table(
+    spark: SparkSession, identifier: str, target: TargetTable, create: bool = True
+) -> list[str]:
+    """Create the history table (``create``: it may not exist yet), or add the columns the
+    mirror gained; returns its columns besides ``HISTORY_COLUMNS`` (a column the source dropped
+    stays, with its old values)."""
     wanted = {n: c.spark_type for n, c in target.columns.items()}
     wanted |= {n: c.spark_type for n, (_, c) in target.computed.items()}
     definitions = [
@@ -162,10 +174,11 @@ def _prepare_table(spark: SparkSession, identifier: str, target: TargetTable) ->
     definitions += [f"{quote(n)} {t}" for n, t in HISTORY_COLUMNS.items()]
     properties = {**TABLE_PROPERTIES, HISTORY_OF_PROPERTY: target.name}
     listed = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
-    spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {identifier} ({', '.join(definitions)}) USING iceberg "
-        f"TBLPROPERTIES ({listed})"
-    )
+    if create:
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {identifier} ({', '.join(definitions)}) USING iceberg "
+            f"TBLPROPERTIES ({listed})"
+        )
     held = table_columns(spark, identifier)
     lowered = {n.lower() for n in held}
     added = {n: t for n, t in wanted.items() if n.lower() not in lowered}
@@ -189,6 +202,7 @@ def _events(
     typed = typed_changes(changes, target, event_time=True).where(F.col("_type_error").isNull())
     if target.deletes == "ignore":
         typed = typed.where(F.col("_cdc_kind") != DELETE)
+    keep = KEEP_COLUMN if KEEP_COLUMN in typed.columns else "CAST(array() AS ARRAY<STRING>)"
     landed = ", ".join(sql_text.literal(ms) for ms in landed_ms) or "CAST(NULL AS BIGINT)"
     start = f"coalesce(_cdc_event_ms, element_at(array({landed}), _cdc_file_idx + 1))"
     have = set(typed.columns)
@@ -200,7 +214,28 @@ def _events(
             f"_cdc_kind AS {_KIND}",
             f"coalesce(timestamp_millis({start}), current_timestamp()) AS {VALID_FROM}",
             BATCH,
+            f"{keep} AS {_KEEP}",
         ],
+    )
+
+
+def _filled(rows: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
+    """A value the source did not send (``unavailable_values``: a placeholder, listed in the
+    change's ``_h_keep``) is the key's last value before it that was sent, as in the mirror."""
+    before = (
+        Window.partitionBy(*keys).orderBy(ORDER_COLUMN).rowsBetween(Window.unboundedPreceding, -1)
+    )
+
+    def filled(c: str) -> Column:
+        column, kept = F.col(sql_text.name(c)), F.array_contains(_KEEP, c)
+        sent = F.last(F.when(~kept, F.struct(column.alias("v"))), ignorenulls=True).over(before)
+        return F.when(kept, sent["v"]).otherwise(column).alias(c)
+
+    return rows.select(
+        *[
+            filled(c) if c in columns and c not in keys else F.col(sql_text.name(c))
+            for c in rows.columns
+        ]
     )
 
 

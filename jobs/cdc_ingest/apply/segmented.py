@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.append_only import apply_append_only
 from cdc_ingest.apply.commit_notes import DDL_OUTCOMES_PROPERTY, ddl_note, with_ddl_note
-from cdc_ingest.apply.history import apply_history
+from cdc_ingest.apply.history import HISTORY_OF_PROPERTY, apply_history
 from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.schema.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
 from cdc_ingest.schema.design import creation
@@ -109,6 +109,7 @@ def apply_segment(
                 str(index),
                 ctx.resumed,
                 ctx.landed_ms,
+                ctx.existing,
             )
     else:
         part, errors = apply_append_only(ctx.spark, changes, target, ctx.batch_id, rows, index)
@@ -226,6 +227,8 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
             return
         detail = f"renamed to {new}; later changes follow it"
         _note(ctx, identifier, table_properties(ctx.spark, identifier), event, APPLIED, detail)
+        # Before the mirror: a resumed batch finds the rename noted on the new name only then.
+        _rename_history(ctx, name, new)
         # The new name stays in the catalog: Spark wants it without the catalog part.
         ctx.spark.sql(f"ALTER TABLE {identifier} RENAME TO {quote(ctx.namespace)}.{quote(new)}")
         tombstones = qualified(ctx.catalog, ctx.namespace, TOMBSTONES)
@@ -245,6 +248,30 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
             )
         event.status = APPLIED
         event.detail = "source table dropped: the mirror is kept and receives no more changes"
+
+
+def _rename_history(ctx: TableContext, name: str, new: str) -> None:
+    """A renamed mirror's history table follows it, if the new name keeps history too (and
+    has no history table yet)."""
+    before = ctx.table_options.for_table(name).history_of(name)
+    after = ctx.table_options.for_table(new).history_of(new)
+    if before is None or after is None or before.table == after.table:
+        return
+    old_identifier = qualified(ctx.catalog, ctx.namespace, before.table)
+    new_identifier = qualified(ctx.catalog, ctx.namespace, after.table)
+    if not ctx.spark.catalog.tableExists(old_identifier):
+        return
+    if ctx.spark.catalog.tableExists(new_identifier):
+        return
+    ctx.spark.sql(
+        f"ALTER TABLE {old_identifier} RENAME TO {quote(ctx.namespace)}.{quote(after.table)}"
+    )
+    ctx.spark.sql(
+        f"ALTER TABLE {new_identifier} SET TBLPROPERTIES "
+        f"('{HISTORY_OF_PROPERTY}' = {sql_string(new)})"
+    )
+    ctx.existing.discard(before.table)
+    ctx.existing.add(after.table)
 
 
 def apply_with_ddl(
