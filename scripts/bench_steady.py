@@ -24,6 +24,7 @@ own):
 4. ``bucket(16, id)``: the same 1M changes, and 10 micro-batches, into a second mirror of the same
    10M rows partitioned by ``bucket(16, id)`` (``table_options``), against the unpartitioned
    mirror's (reported, no target).
+5. ``history``: the same into a third mirror that keeps an SCD type 2 history (bench_history.py).
 
 ``--quick``: a tenth of the rows and changes (the 50 batches keep their size).
 Exit status: 1 when a run's summary does not add up, else 0 (never on a ratio).
@@ -49,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cdc_ingest import ordering  # noqa: E402
 from cdc_ingest.config import load_config  # noqa: E402
 
+from bench_history import historied_pipeline, history_shapes  # noqa: E402
 from bench_metadata import after_maintain, namespace_metadata  # noqa: E402
 from bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
 from bench_references import (  # noqa: E402
@@ -60,6 +62,8 @@ from bench_references import (  # noqa: E402
 from bench_table import Shape, save, table  # noqa: E402
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import SparkSession
 
 CATALOG, NAMESPACE, TABLE = "steady", "shop", "orders"
@@ -143,6 +147,7 @@ class Steady:
                     "keys": {TABLE: ["id"]},
                     "table_options": {TABLE: {"partition_by": [BUCKET_SPEC]}},
                 },
+                historied_pipeline(TABLE, (workdir / "landing-history").as_uri()),
             ],
         }
         self.config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -173,14 +178,23 @@ class Steady:
             self.problems.append(f"batch {self.batches}: {got} != {expect}: {summary.render()}")
         return spent
 
-    def seed_mirror(self, pipeline: str = "steady", warm: int = 1000, rounds: int = 2) -> None:
-        """The mirror holding keys 0 .. rows-1: created by a batch, filled by one INSERT, then
-        changed by ``rounds`` warm-up batches of ``warm`` changes shaped like the measured one."""
+    def seed_mirror(
+        self,
+        pipeline: str = "steady",
+        warm: int = 1000,
+        rounds: int = 2,
+        seeded: Callable[[], None] | None = None,
+    ) -> None:
+        """The mirror holding keys 0 .. rows-1: created by a batch, filled by one INSERT (then
+        ``seeded`` runs), then changed by ``rounds`` warm-up batches of ``warm`` changes shaped
+        like the measured one."""
         self.run([change("c", 0, 0, 1)], {"inserted": 1}, pipeline)
         self.spark.sql(
             f"INSERT INTO {self.mirror(pipeline)} SELECT id, 0L, concat('n', id), "
             f"{SEEDED_ORDER}, 'r', 1L FROM range(1, {self.rows})"
         )
+        if seeded is not None:
+            seeded()
         # Warm-up batches through the MERGE path as large as the measured one and of its shape
         # (updates, deletes and inserts: each writes through code of its own), so that the
         # measured batch runs on compiled code (the JIT's, Spark's generated classes) like the
@@ -355,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("reported", True),
             )
         )
+        # The same changes and micro-batches into the same rows, keeping their history.
+        shapes += history_shapes(bench, lines, expect, ours, total)
         from cdc_ingest.maintenance import maintain_pipeline
 
         maintain_pipeline(bench.spark, bench.config, "steady")
