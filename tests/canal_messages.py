@@ -28,6 +28,38 @@ def canal_message(
     }
 
 
+def typed_message(
+    table: str,
+    kind: str,
+    data: dict[str, Any],
+    es: int,
+    types: dict[str, str],
+    old: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A Canal ``kind`` of one row of ``shop.<table>`` keyed by ``id``, declaring the types (of
+    ``types``) of the columns it carries; ``old``: the changed columns' values before it."""
+    return {
+        **canal_message(table, kind, data, es, {c: types[c] for c in data}),
+        "old": [old] if old else None,
+    }
+
+
+def ddl_message(table: str, sql: str, kind: str, es: int) -> dict[str, Any]:
+    """A Canal DDL message (``kind``: ALTER, CREATE, RENAME...) of ``shop.<table>``."""
+    return {
+        "data": None,
+        "database": "shop",
+        "es": es,
+        "isDdl": True,
+        "mysqlType": None,
+        "old": None,
+        "pkNames": None,
+        "sql": sql,
+        "table": table,
+        "type": kind,
+    }
+
+
 def row_message(table: str, kind: str, data: dict[str, Any], es: int) -> dict[str, Any]:
     """``canal_message`` of an ``id``, ``qty`` row (``COUNTED``) or else an ``id``, ``v`` one."""
     return canal_message(table, kind, data, es, COUNTED if "qty" in data else TEXT)

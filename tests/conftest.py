@@ -214,3 +214,11 @@ def warm_engine(engine_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Send this test's CLI runs and DAG tasks to the worker's warm engine."""
     monkeypatch.setenv("CDC_INGEST_ENGINE_DIR", str(engine_dir))
     return engine_dir
+
+
+@pytest.fixture
+def utc_session(spark: Any) -> Any:
+    """The shared session, checked to read timestamps back in UTC (history tests)."""
+    # The job's sessions are UTC (session_conf); the timestamps read back are compared as such.
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    return spark

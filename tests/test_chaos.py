@@ -11,40 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from canal_messages import ddl_message, typed_message
 from conftest import Lake
 
 CLI = str(Path(sys.executable).parent / "cdc-ingest")
 TYPES = {"id": "INT", "v": "VARCHAR(10)", "n": "INT"}
 
 
-def _row(table: str, kind: str, data: dict[str, Any], es: int, old: dict | None = None) -> dict:
-    return {
-        "data": [data],
-        "database": "shop",
-        "es": es,
-        "isDdl": False,
-        "mysqlType": {c: TYPES[c] for c in data},
-        "old": [old] if old else None,
-        "pkNames": ["id"],
-        "sql": "",
-        "table": table,
-        "type": kind,
-    }
+def _row(table: str, kind: str, data: dict, es: int, old: dict | None = None) -> dict:
+    return typed_message(table, kind, data, es, TYPES, old)
 
 
 def _ddl(table: str, sql: str, kind: str, es: int) -> dict:
-    return {
-        "data": None,
-        "database": "shop",
-        "es": es,
-        "isDdl": True,
-        "mysqlType": None,
-        "old": None,
-        "pkNames": None,
-        "sql": sql,
-        "table": table,
-        "type": kind,
-    }
+    return ddl_message(table, sql, kind, es)
 
 
 # Three files, four tables (one created by DDL), a column added mid-stream, a key moved, a

@@ -276,3 +276,50 @@ def test_options_that_do_not_fit_a_table_dead_letter_its_changes_only(lake):
         "table bad could not be applied: partition_by days(region): days does not take a "
         "string column"
     )
+
+
+# --- history options ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"history": "scd4"}, "history: 'scd4' must be one of none, scd2"),
+        ({"history_columns": []}, "history_columns: expected a list of column names"),
+        ({"history_table": "archive"}, "expected a name containing {table}"),
+        ({"history_table": "{table}"}, "must name another table of the namespace"),
+        ({"history_table": "_cdc_{table}"}, "must name another table of the namespace"),
+        ({"history_table": "{table}_{name}"}, "may hold only {table} in braces"),
+    ],
+)
+def test_a_malformed_history_option_names_itself(raw, message):
+    from cdc_ingest.table_options import TableOptionsError, parse_layer
+
+    with pytest.raises(TableOptionsError, match=message.replace("{", r"\{").replace("}", r"\}")):
+        parse_layer(raw, "table_options.users")
+
+
+def test_a_tables_tracking_list_replaces_the_pipelines_and_names_its_history_table():
+    from cdc_ingest.table_options import parse_table_options
+
+    options = parse_table_options(
+        {
+            "table_options": {
+                "*": {"history": "scd2", "history_except_columns": ["seen_at"]},
+                "users": {"history_columns": ["Name", "city"], "history_table": "hist_{table}"},
+                "logs": {"history": "none"},
+            }
+        },
+        "pipelines[0]",
+    )
+    users = options.for_table("users").history_of("users")
+    orders = options.for_table("orders").history_of("orders")
+    assert users is not None and orders is not None
+    assert users.table == "hist_users"
+    assert users.tracked(["id", "name", "city", "seen_at"]) == ["name", "city"]
+    assert orders.table == "orders_history"
+    assert orders.tracked(["id", "total", "seen_at"]) == ["id", "total"]
+    assert options.history_tables(["logs", "orders", "users"]) == {
+        "orders": "orders_history",
+        "users": "hist_users",
+    }
