@@ -126,3 +126,52 @@ def test_a_renamed_table_takes_its_history_along(lake, utc_session):
         r["tableName"] for r in lake.spark.sql(f"SHOW TABLES IN {lake.catalog}.ods").collect()
     }
     assert "items_history" not in tables and "items" not in tables
+
+
+def test_a_source_table_named_like_a_history_table_is_refused_and_named(lake, utc_session):
+    """Both sides of the clash: ``items_history`` sent by the source while ``items`` keeps its
+    history there; then ``parts``, mirrored before its history was asked for, whose history name
+    ``parts_history`` a mirror holds already; and ``log``, which has no key."""
+    lake.add_pipeline("shop", "canal-json")
+    parts = {**_item("INSERT", {"id": 7, "v": "p"}, 1), "table": "parts_history"}
+    lake.land("shop", "0001.json", [parts, {**parts, "table": "parts"}])
+    lake.run("shop")
+    lake.add_pipeline("shop", "canal-json", table_options={"*": {"history": "scd2"}})
+    clash = {**_item("INSERT", {"id": 9, "v": "x"}, 3), "table": "items_history"}
+    lake.land(
+        "shop",
+        "0002.json",
+        [
+            _item("INSERT", {"id": 1, "v": "a"}, 2),
+            clash,
+            {**_item("UPDATE", {"id": 7, "v": "q"}, 4), "table": "parts"},
+            # No key: appended, no history (and the summary says so).
+            {**_item("INSERT", {"id": 5, "v": "l"}, 5), "table": "log", "pkNames": None},
+        ],
+    )
+    summary = lake.run("shop")
+
+    assert lake.rows("items") == [{"id": 1, "v": "a"}]
+    assert _item_versions(lake, "v") == [(1, "a", _at(2), None, True, "insert")]
+    assert lake.rows("parts") == [{"id": 7, "v": "p"}]
+    assert lake.rows("parts_history") == [{"id": 7, "v": "p"}]
+    letters = sorted((d["target_table"], d["reason"]) for d in lake.dead_letters())
+    assert letters == [
+        (
+            "items_history",
+            "table items_history could not be applied: it is where table items keeps its history "
+            "(history_table): name that history otherwise, or rename the source table",
+        ),
+        (
+            "parts",
+            "table parts could not be applied: its history table parts_history (history_table) "
+            "is a mirrored table: name the history otherwise, or drop that table",
+        ),
+    ]
+    assert summary.dead_lettered == 2 and summary.tables["items"].history_changes == 1
+    assert "1 changes placed in items_history" in summary.render()
+    assert lake.rows("log") == [{"id": 5, "v": "l"}]
+    assert "log_history" not in {
+        r["tableName"] for r in lake.spark.sql(f"SHOW TABLES IN {lake.catalog}.ods").collect()
+    }
+    assert "no history kept (history: scd2 needs a key" in summary.render()

@@ -323,3 +323,26 @@ def test_a_tables_tracking_list_replaces_the_pipelines_and_names_its_history_tab
         "orders": "orders_history",
         "users": "hist_users",
     }
+
+
+def test_a_history_tables_name_is_known_as_taken_whatever_its_template():
+    from cdc_ingest.table_options import parse_table_options
+
+    options = parse_table_options(
+        {
+            "table_options": {
+                "*": {"history": "scd2"},
+                "users": {"history_table": "{table}_v_{table}"},
+                "logs": {"history": "none"},
+            }
+        },
+        "pipelines[0]",
+    )
+    assert options.history_owner("orders_history") == "orders"
+    assert options.history_owner("Orders_History") == "Orders"
+    assert options.history_owner("users_v_users") == "users"
+    # users keeps its history elsewhere, logs keeps none, and no template makes these.
+    assert options.history_owner("users_history") is None
+    assert options.history_owner("logs_history") is None
+    assert options.history_owner("users_v_logs") is None
+    assert options.history_owner("orders") is None

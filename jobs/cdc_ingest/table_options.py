@@ -191,6 +191,21 @@ class PipelineTableOptions:
         kept = {n: self.for_table(n).history_of(n) for n in names}
         return {n: h.table for n, h in kept.items() if h is not None}
 
+    def history_owner(self, name: str) -> str | None:
+        """The table whose history table ``name`` is, if any (names compared without case, as
+        the catalogs compare them): such a name cannot be a mirror as well."""
+        templates = {HISTORY_TABLE_DEFAULT}
+        templates |= {o["history_table"] for o in self.layers.values() if "history_table" in o}
+        for template in sorted(templates):
+            match = _template_pattern(template).fullmatch(name)
+            if match is None:
+                continue
+            owner = match["table"]
+            kept = self.for_table(owner).history_of(owner)
+            if kept is not None and kept.table.lower() == name.lower():
+                return owner
+        return None
+
     @property
     def soft_deletes_anywhere(self) -> bool:
         """Whether any table of the pipeline may keep deleted rows."""
@@ -317,6 +332,15 @@ def _history_table(value: Any) -> str:
             f"(not starting with _cdc_), e.g. {HISTORY_TABLE_DEFAULT!r} for {example!r}"
         )
     return value
+
+
+def _template_pattern(template: str) -> re.Pattern[str]:
+    """A ``history_table`` template as a pattern of the names it makes (``table``: the mirror)."""
+    literal = [re.escape(part) for part in template.split("{table}")]
+    return re.compile(
+        literal[0] + "(?P<table>.+)" + literal[1] + "".join("(?P=table)" + p for p in literal[2:]),
+        re.IGNORECASE,
+    )
 
 
 def _computed(value: Any) -> dict[str, str]:

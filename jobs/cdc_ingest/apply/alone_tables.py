@@ -144,18 +144,24 @@ def _committed_in_batch(ctx: TableContext, name: str) -> bool:
 
 
 def refuse_table(
-    ctx: TableContext, changes: DataFrame, name: str, rows: int, exc: Exception
+    ctx: TableContext,
+    changes: DataFrame,
+    name: str,
+    rows: int,
+    exc: Exception,
+    never_applied: bool = False,
 ) -> tuple[TableSummary, DataFrame]:
     """Every change aimed at a table, as dead letters with one reason: the table's own fault (a
     mirror altered by hand, a name or type Spark refuses, table options that do not fit its
     columns), as long as none of its changes were committed; the other tables of the batch flow.
-    Raises ``exc`` again when a commit of the batch changed the table already.
+    Raises ``exc`` again when a commit of the batch changed the table already, unless none of
+    the table's changes can have been applied (``never_applied``).
     """
     if ctx.arrow is not None:
         # A table whose creation waited for its rows is made now, empty, as a refused table
         # always was (and so that the check below finds it).
         ctx.arrow.create_pending(qualified(ctx.catalog, ctx.namespace, name))
-    if _committed_in_batch(ctx, name):
+    if not never_applied and _committed_in_batch(ctx, name):
         raise exc
     reason = f"table {name} {why(exc)}"
     letters = dead_letters(changes.where(F.col("_cdc_target") == name), reason, name)

@@ -38,6 +38,7 @@ from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.target import TargetInventory, TargetTable, prepare_target, table_keys
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import TOMBSTONES, TombstoneIndex, qualified
+from cdc_ingest.table_options import TableDesignError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -144,6 +145,9 @@ def apply_all_tables(
             mine = pair_before_halves(batch.cached, changes, name)
             base.moves_keys = True
         try:
+            owner = ctx.table_options.history_owner(name)
+            if owner is not None:
+                raise HistoryNameTaken(owner)
             if name in by_table:
                 table_summary, errors = apply_with_ddl(ctx, name, by_table[name], mine, base)
                 dead += errors
@@ -166,7 +170,9 @@ def apply_all_tables(
                 alone.append(AloneTable(target, created, rows, mine, name in fan_out))
                 continue
         except REFUSED as exc:
-            table_summary, refused = refuse_table(ctx, changes, name, rows, exc)
+            # A history table's name: its changes never reach it (it may take the owner's history).
+            taken = isinstance(exc, HistoryNameTaken)
+            table_summary, refused = refuse_table(ctx, changes, name, rows, exc, taken)
             dead.append(refused)
             for event in by_table.get(name, []):
                 event.status, event.detail = "failed", f"table {name} {why(exc)}"
@@ -179,6 +185,16 @@ def apply_all_tables(
     if arrow is not None:
         arrow.create_pending()  # none should be left; the batch never ends with one missing
     return dead
+
+
+class HistoryNameTaken(TableDesignError):
+    """A source table named like another table's history table (``history_table``)."""
+
+    def __init__(self, owner: str) -> None:
+        super().__init__(
+            f"it is where table {owner} keeps its history (history_table): name that history "
+            "otherwise, or rename the source table"
+        )
 
 
 def _apply_group(

@@ -45,7 +45,9 @@ from cdc_ingest.state.tables import (
     quote,
     sql_string,
     table_columns,
+    table_property,
 )
+from cdc_ingest.table_options import TableDesignError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -81,6 +83,24 @@ HISTORY_CHANGES = "history_changes"
 def history_identifier(catalog: str, namespace: str, target: TargetTable) -> str:
     assert target.history is not None
     return qualified(catalog, namespace, target.history.table)
+
+
+def check_history_table(
+    spark: SparkSession, catalog: str, namespace: str, target: TargetTable, existing: set[str]
+) -> None:
+    """Refuse the table (``TableDesignError``) when its history table's name is taken by a table
+    that is not its history (a mirror made before the history was asked for)."""
+    assert target.history is not None
+    if target.history.table not in existing:
+        return
+    identifier = history_identifier(catalog, namespace, target)
+    owner = table_property(spark, identifier, HISTORY_OF_PROPERTY)
+    if owner is None or owner.lower() != target.name.lower():
+        whose = "a mirrored table" if owner is None else f"the history of table {owner}"
+        raise TableDesignError(
+            f"its history table {target.history.table} (history_table) is {whose}: name the "
+            "history otherwise, or drop that table"
+        )
 
 
 def apply_history(

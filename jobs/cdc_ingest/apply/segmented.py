@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.append_only import apply_append_only
 from cdc_ingest.apply.commit_notes import DDL_OUTCOMES_PROPERTY, ddl_note, with_ddl_note
-from cdc_ingest.apply.history import HISTORY_OF_PROPERTY, apply_history
+from cdc_ingest.apply.history import HISTORY_OF_PROPERTY, apply_history, check_history_table
 from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.schema.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
 from cdc_ingest.schema.design import creation
@@ -87,6 +87,8 @@ def apply_segment(
     """One segment of a table's changes (the ``index``-th around its statements; a table without
     statements has one): merged through ``keyed.apply_table``, or appended to a keyless table."""
     if target.keys:
+        if target.history is not None:
+            check_history_table(ctx.spark, ctx.catalog, ctx.namespace, target, ctx.existing)
         part, errors = apply_table(
             ctx.spark,
             changes,
@@ -114,6 +116,8 @@ def apply_segment(
     else:
         part, errors = apply_append_only(ctx.spark, changes, target, ctx.batch_id, rows, index)
         part.append_only = True
+    if target.history is not None:
+        part.history_table = target.history.table
     part.created = part.created or created or target.created_in_batch
     return part, errors
 
@@ -139,6 +143,8 @@ def _add(total: TableSummary, part: TableSummary) -> None:
             getattr(total, f.name).extend(value)
         elif isinstance(value, int):
             setattr(total, f.name, getattr(total, f.name) + value)
+        elif value is not None:
+            setattr(total, f.name, value)
 
 
 def _segments(changes: DataFrame, name: str) -> dict[int, tuple[int, list[str]]]:

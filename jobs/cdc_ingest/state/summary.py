@@ -45,8 +45,10 @@ class TableSummary:
     deletes_ignored: int = 0
     # What the batch changed in the table's design (partition spec, write order, properties).
     design_changes: list[str] = field(default_factory=list)
-    # Changes placed in the table's history (``history: scd2``), not counted in ``messages``.
+    # Changes placed in the table's history (``history: scd2``), not counted in ``messages``,
+    # and the history table's name (set for a keyless table too, which keeps none).
     history_changes: int = 0
+    history_table: str | None = None
 
 
 @dataclass
@@ -290,6 +292,12 @@ class RunSummary:
                     f"  {name}{' (created)' if t.created else ''} (append-only: no key): "
                     f"{t.messages} messages -> appended {t.inserted}; deletes skipped "
                     f"{t.append_only_deletes}; dead-lettered {t.dead_lettered}"
+                    + (
+                        "; no history kept (history: scd2 needs a key; every row image is "
+                        "appended here)"
+                        if t.history_table
+                        else ""
+                    )
                 )
                 continue
             lines.append(
@@ -299,6 +307,11 @@ class RunSummary:
                 f"delete of absent key {t.deleted_absent}; dead-lettered {t.dead_lettered}"
                 + (f"; {t.key_changes} updates moved a row to another key" if t.key_changes else "")
                 + (f"; deletes ignored {t.deletes_ignored}" if t.deletes_ignored else "")
+                + (
+                    f"; {t.history_changes} changes placed in {t.history_table}"
+                    if t.history_table
+                    else ""
+                )
             )
             lines += [f"    {name}: {change}" for change in t.design_changes]
         if self.dead_letter_samples:

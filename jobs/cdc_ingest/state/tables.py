@@ -311,14 +311,24 @@ def add_columns(spark: SparkSession, identifier: str, columns: dict[str, ColumnT
         spark.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({added})")
 
 
-def _current_snapshot(spark: SparkSession, identifier: str) -> Any:
-    """The table's current snapshot (a JVM object, or None): loaded from the catalog, no job."""
+def _iceberg_table(spark: SparkSession, identifier: str) -> Any:
+    """The table as Iceberg's JVM object: loaded from the catalog, no job."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, identifier
     )
-    return table.currentSnapshot()
+
+
+def _current_snapshot(spark: SparkSession, identifier: str) -> Any:
+    """The table's current snapshot (a JVM object, or None): loaded from the catalog, no job."""
+    return _iceberg_table(spark, identifier).currentSnapshot()
+
+
+def table_property(spark: SparkSession, identifier: str, key: str) -> str | None:
+    """One property of an existing table (None when it has none): no Spark job."""
+    value = _iceberg_table(spark, identifier).properties().get(key)
+    return None if value is None else str(value)
 
 
 def holds_rows(spark: SparkSession, identifier: str) -> bool:
