@@ -1,6 +1,6 @@
 """Steady state: changes into a mirror that already holds rows, then a long run of micro-batches.
 
-    .venv/bin/python scripts/bench_steady.py [--quick] [--workdir DIR]
+    .venv/bin/python scripts/bench_steady.py [--quick] [--only history] [--workdir DIR]
 
 In one Spark session, each number the CPU seconds of the whole process tree, each measured on a
 warm JVM (the batch after two warm-up batches, each Spark reference after an uncounted run of its
@@ -248,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tenth of the rows and changes")
     parser.add_argument("--workdir", type=Path, default=Path("bench-data/steady"))
     parser.add_argument("--results", type=Path, help="append the scenarios to this file")
+    parser.add_argument(
+        "--only",
+        choices=["history"],
+        help="only the batch into the mirror and the history scenarios (no other references)",
+    )
     args = parser.parse_args(argv)
     scale = 10 if args.quick else 1
     rows, total = 10_000_000 // scale, 1_000_000 // scale
@@ -260,115 +265,118 @@ def main(argv: list[str] | None = None) -> int:
     shapes: list[Shape] = []
     try:
         bench.seed_mirror(warm=total)
-        hand = seed_hand_tables(bench.spark, bench.mirror(), f"{CATALOG}.hand.{TABLE}")
+        hand = {}
+        if args.only != "history":
+            hand = seed_hand_tables(bench.spark, bench.mirror(), f"{CATALOG}.hand.{TABLE}")
         lines = steady_changes(rows, total, 1_000_000)
         quarter = total // 4
-        ours = bench.run(lines, {"inserted": quarter, "updated": total // 2, "deleted": quarter})
-        print("stages of the batch into a table:", *render_phases(bench.timings), sep="\n")
-        landing = bench.landing() / f"batch-{bench.batches:03d}"
-        # Each reference after an uncounted run of its own, as the batch after its warm-ups.
-        parse_baseline(bench.spark, landing)
-        parse = parse_baseline(bench.spark, landing)
-        merges = {}
-        for guarded in (False, True):
-            hand_merge(bench.spark, landing, hand[guarded, True], guarded)
-            merges[guarded] = hand_merge(bench.spark, landing, hand[guarded, False], guarded)
-        merge, guarded_merge = merges[False], merges[True]
-        tenth = steady_changes(rows // 10, total // 10, 1_000_000)
-        upsert = pyiceberg_upsert(bench.catalog, f"py.{TABLE}", rows // 10, tenth) * 10
-        label = f"{total:,} changes into {rows:,} rows"
-        shapes.append(
-            Shape(
-                "into a table",
-                f"{label}: {ours:.1f} s",
-                f"parse only: {parse:.1f} s",
-                ours / parse,
-                2.5,
-            )
-        )
-        shapes.append(
-            Shape(
-                "vs hand MERGE",
-                f"ours: {ours:.1f} s",
-                f"MERGE job: {merge:.1f} s",
-                ours / merge,
-                1.3,
-            )
-        )
-        shapes.append(
-            Shape(
-                "vs guarded hand",
-                f"ours: {ours:.1f} s",
-                f"MERGE if newer: {guarded_merge:.1f} s",
-                ours / guarded_merge,
-                0.0,
-                ("reported", True),
-            )
-        )
-        shapes.append(
-            Shape(
-                "vs upsert",
-                f"ours: {ours:.1f} s",
-                f"pyiceberg x10: {upsert:.1f} s",
-                ours / upsert,
-                1.0,
-            )
-        )
-        spent = bench.micro_batches(total, 10_000_000)
-        first, last = sum(spent[:10]), sum(spent[-10:])
-        shapes.append(
-            Shape(
-                "50 batches",
-                f"last 10: {last:.1f} s",
-                f"first 10: {first:.1f} s",
-                last / first,
-                1.1,
-            )
-        )
-        # One line into the same mirror: what a warm batch pays whatever its size (issue 52),
-        # after warm-ups of its own, against the guarded hand MERGE of the same line.
-        for n in range(3):
-            bench.run([change("u", 5 + n, 4, 50_000_000 + n)], {"updated": 1})
-        one = bench.run([change("u", 9, 4, 50_000_010)], {"updated": 1})
-        print("stages of a 1-line batch into it:", *render_phases(bench.timings), sep="\n")
-        one_landing = bench.landing() / f"batch-{bench.batches:03d}"
-        hand_merge(bench.spark, one_landing, hand[True, True], True)
-        one_hand = hand_merge(bench.spark, one_landing, hand[True, False], True)
-        shapes.append(
-            Shape(
-                "1 line into it",
-                f"into {rows:,} rows: {one:.1f} s",
-                f"guarded hand: {one_hand:.1f} s",
-                one / one_hand,
-                0.0,
-                ("reported", True),
-            )
-        )
-        # The same changes and micro-batches into the same rows, partitioned by bucket(16, id).
-        bench.seed_mirror(BUCKETED, warm=total)
         expect = {"inserted": quarter, "updated": total // 2, "deleted": quarter}
-        bucketed = bench.run(lines, expect, BUCKETED)
-        bucketed_micro = sum(bench.micro_batches(total, 10_000_000, BUCKETED, 10))
-        shapes.append(
-            Shape(
-                BUCKET_SPEC,
-                f"into {rows:,} rows: {bucketed:.1f} s",
-                f"unpartitioned: {ours:.1f} s",
-                bucketed / ours,
-                0.0,
-                ("reported", True),
+        ours = bench.run(lines, expect)
+        if args.only != "history":
+            print("stages of the batch into a table:", *render_phases(bench.timings), sep="\n")
+            landing = bench.landing() / f"batch-{bench.batches:03d}"
+            # Each reference after an uncounted run of its own, as the batch after its warm-ups.
+            parse_baseline(bench.spark, landing)
+            parse = parse_baseline(bench.spark, landing)
+            merges = {}
+            for guarded in (False, True):
+                hand_merge(bench.spark, landing, hand[guarded, True], guarded)
+                merges[guarded] = hand_merge(bench.spark, landing, hand[guarded, False], guarded)
+            merge, guarded_merge = merges[False], merges[True]
+            tenth = steady_changes(rows // 10, total // 10, 1_000_000)
+            upsert = pyiceberg_upsert(bench.catalog, f"py.{TABLE}", rows // 10, tenth) * 10
+            label = f"{total:,} changes into {rows:,} rows"
+            shapes.append(
+                Shape(
+                    "into a table",
+                    f"{label}: {ours:.1f} s",
+                    f"parse only: {parse:.1f} s",
+                    ours / parse,
+                    2.5,
+                )
             )
-        )
-        shapes.append(
-            Shape(
-                f"{BUCKET_SPEC} x10",
-                f"10 micro-batches: {bucketed_micro:.1f} s",
-                f"unpartitioned: {first:.1f} s",
-                bucketed_micro / first,
-                0.0,
-                ("reported", True),
+            shapes.append(
+                Shape(
+                    "vs hand MERGE",
+                    f"ours: {ours:.1f} s",
+                    f"MERGE job: {merge:.1f} s",
+                    ours / merge,
+                    1.3,
+                )
             )
-        )
+            shapes.append(
+                Shape(
+                    "vs guarded hand",
+                    f"ours: {ours:.1f} s",
+                    f"MERGE if newer: {guarded_merge:.1f} s",
+                    ours / guarded_merge,
+                    0.0,
+                    ("reported", True),
+                )
+            )
+            shapes.append(
+                Shape(
+                    "vs upsert",
+                    f"ours: {ours:.1f} s",
+                    f"pyiceberg x10: {upsert:.1f} s",
+                    ours / upsert,
+                    1.0,
+                )
+            )
+            spent = bench.micro_batches(total, 10_000_000)
+            first, last = sum(spent[:10]), sum(spent[-10:])
+            shapes.append(
+                Shape(
+                    "50 batches",
+                    f"last 10: {last:.1f} s",
+                    f"first 10: {first:.1f} s",
+                    last / first,
+                    1.1,
+                )
+            )
+            # One line into the same mirror: what a warm batch pays whatever its size (issue 52),
+            # after warm-ups of its own, against the guarded hand MERGE of the same line.
+            for n in range(3):
+                bench.run([change("u", 5 + n, 4, 50_000_000 + n)], {"updated": 1})
+            one = bench.run([change("u", 9, 4, 50_000_010)], {"updated": 1})
+            print("stages of a 1-line batch into it:", *render_phases(bench.timings), sep="\n")
+            one_landing = bench.landing() / f"batch-{bench.batches:03d}"
+            hand_merge(bench.spark, one_landing, hand[True, True], True)
+            one_hand = hand_merge(bench.spark, one_landing, hand[True, False], True)
+            shapes.append(
+                Shape(
+                    "1 line into it",
+                    f"into {rows:,} rows: {one:.1f} s",
+                    f"guarded hand: {one_hand:.1f} s",
+                    one / one_hand,
+                    0.0,
+                    ("reported", True),
+                )
+            )
+            # The same changes and micro-batches into the same rows, partitioned by bucket(16, id).
+            bench.seed_mirror(BUCKETED, warm=total)
+            bucketed = bench.run(lines, expect, BUCKETED)
+            bucketed_micro = sum(bench.micro_batches(total, 10_000_000, BUCKETED, 10))
+            shapes.append(
+                Shape(
+                    BUCKET_SPEC,
+                    f"into {rows:,} rows: {bucketed:.1f} s",
+                    f"unpartitioned: {ours:.1f} s",
+                    bucketed / ours,
+                    0.0,
+                    ("reported", True),
+                )
+            )
+            shapes.append(
+                Shape(
+                    f"{BUCKET_SPEC} x10",
+                    f"10 micro-batches: {bucketed_micro:.1f} s",
+                    f"unpartitioned: {first:.1f} s",
+                    bucketed_micro / first,
+                    0.0,
+                    ("reported", True),
+                )
+            )
         # The same changes and micro-batches into the same rows, keeping their history.
         shapes += history_shapes(bench, lines, expect, ours, total)
         from cdc_ingest.maintenance import maintain_pipeline

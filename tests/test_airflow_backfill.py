@@ -75,20 +75,54 @@ def _asset_events(airflow_home: Path, uri: str) -> list[dict[str, Any]]:
     return [json.loads(r[0]) for r in rows]
 
 
-# Downstream DAGs, each scheduled on one mirrored table's asset (docs: the iceberg:// scheme).
+# Downstream DAGs, each scheduled on one mirrored table's asset (docs: the iceberg:// scheme);
+# after_orders reads the versions each triggering batch placed in the history table, as
+# docs/pipelines.md shows (with pyiceberg here: its task runs no JVM), and writes them to a file.
 DOWNSTREAM_DAGS = """\
+import json
+from pathlib import Path
+
 import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Asset
+from airflow.sdk import DAG, Asset, task
 
-for table in ("orders", "customers"):
-    with DAG(
-        dag_id=f"after_{table}",
-        schedule=[Asset(f"iceberg://lake/ods/{table}")],
-        start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
-        catchup=False,
-    ):
-        EmptyOperator(task_id="consume")
+ORDERS = Asset("iceberg://lake/ods/orders")
+
+with DAG(
+    dag_id="after_orders",
+    schedule=[ORDERS],
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+):
+
+    @task
+    def changed_versions(*, triggering_asset_events=None):
+        from pyiceberg.catalog.sql import SqlCatalog
+        from pyiceberg.expressions import EqualTo
+
+        catalog = SqlCatalog("lake", uri=CATALOG_URI, warehouse=WAREHOUSE)
+        for event in triggering_asset_events[ORDERS]:
+            extra = event.extra
+            if not extra.get("history_snapshots"):
+                continue  # the batch placed nothing in the history
+            history = catalog.load_table(f"ods.{extra['history_table']}")
+            scan = history.scan(
+                row_filter=EqualTo("_cdc_batch_id", extra["batch_id"]),
+                snapshot_id=extra["history_snapshots"][-1],
+                selected_fields=("id", "_cdc_op", "_cdc_current"),
+            )
+            rows = sorted(scan.to_arrow().to_pylist(), key=lambda r: r["id"])
+            Path(OUT, f"batch_{extra['batch_id']}.json").write_text(json.dumps(rows))
+
+    changed_versions()
+
+with DAG(
+    dag_id="after_customers",
+    schedule=[Asset("iceberg://lake/ods/customers")],
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+):
+    EmptyOperator(task_id="consume")
 """
 
 
@@ -103,8 +137,9 @@ def _apply_windows(airflow_home: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> None:
-    """Also: the batch's asset event for ``orders`` triggers ``after_orders``, and nothing
-    triggers ``after_customers`` (the batch changed no ``customers`` table)."""
+    """Also: the batch's asset event for ``orders`` triggers ``after_orders``, whose task reads
+    the versions the batch placed in the history table, and nothing triggers
+    ``after_customers`` (the batch changed no ``customers`` table)."""
     java_home = find_java_home()
     if java_home is None or not (VENV_BIN / "airflow").exists():
         pytest.skip("no Java runtime or no airflow in the virtual environment")
@@ -137,7 +172,12 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / "cdc_ingest_dags.py").symlink_to(REPO / "dags" / "cdc_ingest_dags.py")
-    (dags / "downstream.py").write_text(DOWNSTREAM_DAGS)
+    read = tmp_path / "downstream"
+    read.mkdir()
+    (dags / "downstream.py").write_text(
+        f"CATALOG_URI, WAREHOUSE = {catalog_uri!r}, {warehouse!r}\nOUT = {str(read)!r}\n"
+        + DOWNSTREAM_DAGS
+    )
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(home),
@@ -263,6 +303,12 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     assert [state for _, state in runs] == ["success", "success"], (runs, scheduler_log)
     assert "success" in _runs_of(home, "after_orders"), scheduler_log
     assert _runs_of(home, "after_customers") == []
+    # The downstream task read the versions batch 1 placed, at the event's history snapshot.
+    assert json.loads((read / "batch_1.json").read_text()) == [
+        {"id": 1, "_cdc_op": "insert", "_cdc_current": True},
+        {"id": 2, "_cdc_op": "insert", "_cdc_current": True},
+        {"id": 3, "_cdc_op": "insert", "_cdc_current": True},
+    ]
 
     # Each run replayed its own day's file: the two days' rows are back, the 22nd's is not.
     rows = catalog.load_table("ods.orders").scan().to_arrow().to_pylist()
