@@ -40,6 +40,14 @@ _catalogs = itertools.count()
 pytest_plugins = ["dag_fixtures", "lakehouses"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with end-to-end (``slow``) tests first, each module's tests kept together and in
+    order (module fixtures start once): pytest-xdist then hands out the long tests early, and
+    the run ends on short ones instead of one worker finishing a long test alone."""
+    slow = {item.module for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.module not in slow)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The one Spark session of the test run (Iceberg extensions on)."""

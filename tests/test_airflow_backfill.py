@@ -338,3 +338,7 @@ def test_backfill_replays_each_interval_one_batch_at_a_time(tmp_path: Path) -> N
     assert rebuild.returncode == 0, tail(rebuild)
     rows = catalog.load_table("ods.orders").scan().to_arrow().to_pylist()
     assert sorted(r["id"] for r in rows) == [1, 2, 3]
+    # The history already held every re-applied change (and every replayed one): no version
+    # doubled, each still of batch 1.
+    versions = catalog.load_table("ods.orders_history").scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["_cdc_batch_id"]) for r in versions) == [(1, 1), (2, 1), (3, 1)]
