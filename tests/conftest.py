@@ -44,8 +44,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules with end-to-end (``slow``) tests first, each module's tests kept together and in
     order (module fixtures start once): pytest-xdist then hands out the long tests early, and
     the run ends on short ones instead of one worker finishing a long test alone."""
-    slow = {item.module for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.module not in slow)
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 @pytest.fixture(scope="session")
