@@ -84,7 +84,7 @@ lint: install
 	$(MYPY_TESTS) tests scripts
 
 test: lint
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=40 tests
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=0 --durations-min=8 tests
 
 # QUICK=1: every scenario at a tenth of its size, for a quick check.
 BENCH_RESULTS = bench-data/results.jsonl

@@ -90,7 +90,32 @@ def _users_pipeline(lake: Any, **history: Any) -> None:
     )
 
 
-def test_databricks_scd2_example_over_two_batches(lake, utc_session):
+@pytest.mark.parametrize("join", ["plain", "listed keys", "bloom filter"])
+def test_databricks_scd2_example_over_two_batches(lake, utc_session, monkeypatch, join):
+    """``join``: how the late batch's MERGE into the history keeps the table's other rows out
+    (as a larger table's would: forced here)."""
+    from cdc_ingest.apply import few_keys, history, runtime_filter
+
+    taken: list[str] = []
+    if join == "listed keys":
+        monkeypatch.setattr(few_keys, "LARGER", 0)
+
+        def listed(*args: Any) -> str:
+            condition = few_keys.listed_keys(*args)
+            column, values = condition.split(" IN ")  # the keys in no particular order
+            taken.append(f"{column} IN {sorted(int(v) for v in values.strip('()').split(','))}")
+            return condition
+
+        monkeypatch.setattr(history, "listed_keys", listed)
+    if join == "bloom filter":
+        monkeypatch.setattr(history, "listed_keys", lambda *args: "")
+        monkeypatch.setattr(runtime_filter, "LARGER", 0)
+
+        def filtered(spark: Any, changes: int) -> Any:
+            taken.append(f"bloom {changes}")
+            return runtime_filter.bloom_filtered(spark, changes)
+
+        monkeypatch.setattr(history, "bloom_filtered", filtered)
     _users_pipeline(lake)
     lake.land("crm", "0001.json", FIRST)
     lake.run("crm")
@@ -128,6 +153,15 @@ def test_databricks_scd2_example_over_two_batches(lake, utc_session):
         (126, "Cancun", True, "insert"),
     ]
     assert summary.tables["users"].history_changes == 2
+    # The first batch appends to the empty table; the late one merges its two keys' versions.
+    assert (
+        taken
+        == {
+            "plain": [],
+            "listed keys": [" AND t.`userId` IN [123, 125]"],
+            "bloom filter": ["bloom 2"],
+        }[join]
+    )
 
 
 def test_the_asset_event_names_the_snapshots_the_batch_committed(lake, utc_session):

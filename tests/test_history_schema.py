@@ -175,3 +175,26 @@ def test_a_source_table_named_like_a_history_table_is_refused_and_named(lake, ut
         r["tableName"] for r in lake.spark.sql(f"SHOW TABLES IN {lake.catalog}.ods").collect()
     }
     assert "no history kept (history: scd2 needs a key" in summary.render()
+
+
+def test_a_dead_lettered_change_never_reaches_the_history(lake, utc_session):
+    lake.add_pipeline("shop", "canal-json", table_options={"items": {"history": "scd2"}})
+    lake.land(
+        "shop",
+        "0001.json",
+        [
+            _item("INSERT", {"id": 1, "v": "a", "n": 1}, 1),
+            # Not an INT: dead-lettered, in the mirror and in the history alike.
+            _item("UPDATE", {"id": 1, "v": "bad", "n": "many"}, 2),
+            _item("UPDATE", {"id": 1, "v": "b", "n": 1}, 3),
+        ],
+    )
+    summary = lake.run("shop")
+
+    assert lake.rows("items") == [{"id": 1, "v": "b", "n": 1}]
+    assert [d["line"] for d in lake.dead_letters()] == [2]
+    assert _item_versions(lake, "v") == [
+        (1, "a", _at(1), _at(3), False, "insert"),
+        (1, "b", _at(3), None, True, "update"),
+    ]
+    assert summary.tables["items"].history_changes == 2

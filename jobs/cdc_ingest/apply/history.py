@@ -25,6 +25,7 @@ opens a version lasting until the next stored one.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,8 @@ from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
+from cdc_ingest.apply.few_keys import listed_keys
+from cdc_ingest.apply.runtime_filter import bloom_filtered, unestimated, worth_filtering
 from cdc_ingest.apply.typed_changes import typed_changes
 from cdc_ingest.apply.update_images import KEEP_COLUMN, with_old_key_deletes
 from cdc_ingest.contract import DELETE, UPSERT
@@ -40,7 +43,7 @@ from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (
     ORDER_COLUMN,
     TABLE_PROPERTIES,
-    holds_rows,
+    current_snapshot_facts,
     qualified,
     quote,
     sql_string,
@@ -132,7 +135,8 @@ def apply_history(
             existing.add(target.history.table)
     events = _events(changes, target, landed_ms, stored_columns)
     keys = list(target.keys)
-    fresh = not holds_rows(spark, identifier)
+    _, held_rows = current_snapshot_facts(spark, identifier)
+    fresh = held_rows == 0
     if fresh:
         rows = _as_new(events)
     else:
@@ -172,7 +176,7 @@ def apply_history(
                 placed.writeTo(identifier).append()
         else:
             with stage("merge into history"):
-                _merge(spark, versions, identifier, keys, written)
+                _merge(spark, versions, identifier, target, written, new, held_rows)
     return new
 
 
@@ -340,23 +344,41 @@ def _versions(
 
 
 def _merge(
-    spark: SparkSession, versions: DataFrame, identifier: str, keys: list[str], written: list[str]
+    spark: SparkSession,
+    versions: DataFrame,
+    identifier: str,
+    target: TargetTable,
+    written: list[str],
+    changes: int,
+    table_rows: int,
 ) -> None:
-    """One MERGE of the placed rows into the history table, on (key, ``_cdc_order``)."""
+    """One MERGE of the placed rows into the history table, on (key, ``_cdc_order``).
+
+    As the mirror's (``keyed_writes.merge_target``): the MERGE's outer join would shuffle and
+    sort every version the table holds to meet a few thousand rows, so the keys of a few
+    ``changes`` are listed in its condition (``few_keys``), and more of them, still far fewer
+    than the table's ``table_rows``, keep its other rows out by a bloom filter
+    (``runtime_filter``)."""
+    keys = list(target.keys)
+    # Read twice where filtered (the filter's job, then the MERGE): placed once.
+    versions = versions.localCheckpoint(eager=False)
+    listed = listed_keys(versions, target, changes, table_rows)
+    filtered = not listed and worth_filtering(changes, table_rows)
     # Tables applied at once share the session: each MERGE reads a view of its own.
     view = f"_cdc_history_versions_{next(_views)}"
-    versions.createOrReplaceTempView(view)
-    on = " AND ".join(f"h.{quote(k)} = s.{quote(k)}" for k in [*keys, ORDER_COLUMN])
-    same = " AND ".join(f"h.{quote(c)} <=> s.{quote(c)}" for c in written)
-    assignments = ", ".join(f"h.{quote(c)} = s.{quote(c)}" for c in written)
+    (unestimated(versions) if filtered else versions).createOrReplaceTempView(view)
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in [*keys, ORDER_COLUMN]) + listed
+    same = " AND ".join(f"t.{quote(c)} <=> s.{quote(c)}" for c in written)
+    assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in written)
     names = ", ".join(quote(c) for c in written)
     values = ", ".join(f"s.{quote(c)}" for c in written)
     try:
-        spark.sql(
-            f"MERGE INTO {identifier} h USING {view} s ON {on} "
-            f"WHEN MATCHED AND s.{_DROP} THEN DELETE "
-            f"WHEN MATCHED AND NOT ({same}) THEN UPDATE SET {assignments} "
-            f"WHEN NOT MATCHED AND NOT s.{_DROP} THEN INSERT ({names}) VALUES ({values})"
-        )
+        with bloom_filtered(spark, changes) if filtered else contextlib.nullcontext():
+            spark.sql(
+                f"MERGE INTO {identifier} t USING {view} s ON {on} "
+                f"WHEN MATCHED AND s.{_DROP} THEN DELETE "
+                f"WHEN MATCHED AND NOT ({same}) THEN UPDATE SET {assignments} "
+                f"WHEN NOT MATCHED AND NOT s.{_DROP} THEN INSERT ({names}) VALUES ({values})"
+            )
     finally:
         spark.catalog.dropTempView(view)

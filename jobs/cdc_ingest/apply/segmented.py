@@ -35,6 +35,7 @@ from cdc_ingest.schema.target import (
     prepare_target,
     table_properties,
 )
+from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import (
     TOMBSTONES,
@@ -88,7 +89,8 @@ def apply_segment(
     statements has one): merged through ``keyed.apply_table``, or appended to a keyless table."""
     if target.keys:
         if target.history is not None:
-            check_history_table(ctx.spark, ctx.catalog, ctx.namespace, target, ctx.existing)
+            with stage("check history table"):
+                check_history_table(ctx.spark, ctx.catalog, ctx.namespace, target, ctx.existing)
         part, errors = apply_table(
             ctx.spark,
             changes,
@@ -101,18 +103,19 @@ def apply_segment(
             tombstone_index=ctx.tombstone_index,
         )
         if target.history is not None:
-            part.history_changes = apply_history(
-                ctx.spark,
-                ctx.catalog,
-                ctx.namespace,
-                target,
-                changes,
-                ctx.batch_id,
-                str(index),
-                ctx.resumed,
-                ctx.landed_ms,
-                ctx.existing,
-            )
+            with stage("history"):
+                part.history_changes = apply_history(
+                    ctx.spark,
+                    ctx.catalog,
+                    ctx.namespace,
+                    target,
+                    changes,
+                    ctx.batch_id,
+                    str(index),
+                    ctx.resumed,
+                    ctx.landed_ms,
+                    ctx.existing,
+                )
     else:
         part, errors = apply_append_only(ctx.spark, changes, target, ctx.batch_id, rows, index)
         part.append_only = True
