@@ -366,7 +366,13 @@ def _merge(
     filtered = not listed and worth_filtering(changes, table_rows)
     # Tables applied at once share the session: each MERGE reads a view of its own.
     view = f"_cdc_history_versions_{next(_views)}"
-    (unestimated(versions) if filtered else versions).createOrReplaceTempView(view)
+    source = versions
+    if filtered:
+        # Spark builds its runtime filter only from a side that reads as a selective filter
+        # over a scan (InjectRuntimeFilter), as the mirror's MERGE source is: this IN keeps
+        # every row.
+        source = unestimated(versions).where(F.col(_DROP).isin(True, False))
+    source.createOrReplaceTempView(view)
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in [*keys, ORDER_COLUMN]) + listed
     same = " AND ".join(f"t.{quote(c)} <=> s.{quote(c)}" for c in written)
     assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in written)
