@@ -4,9 +4,10 @@
 
 Each PIPELINE (``steady``: no history; ``historied``: ``history: scd2``) gets a batch of CHANGES
 changes shaped as the bench's (half updates, a quarter deletes, a quarter inserts) on keys that
-ROUND (1 to 5) chooses: a new ROUND for every call on the same tables, so that no key is changed twice. Prints
-each batch's CPU (the process tree) and stages: where a history batch's time goes, without
-rerunning the 40-minute bench. The first batch of a process pays the JIT's warm-up.
+ROUND (1 to 5) chooses: a new ROUND for every call on the same tables, so that no key is
+changed twice. Prints each batch's CPU (the process tree) and stages: where a history batch's
+time goes, without rerunning the 40-minute bench. The first batch of a process pays the JIT's
+warm-up.
 """
 
 from __future__ import annotations
