@@ -6,6 +6,7 @@ import json
 from itertools import count
 
 import pytest
+from canal_messages import canal_message, ddl_message
 from cdc_ingest.schema.evolution import SchemaChangeRefused
 from lakehouses import LAKEHOUSES
 
@@ -15,33 +16,12 @@ _es = count(1_700_000_000_000)
 
 def row(kind: str, data: dict, table: str = "orders", **types: str) -> dict:
     """A Canal row message typed by the columns it carries."""
-    return {
-        "data": [data],
-        "database": "shop",
-        "es": next(_es),
-        "isDdl": False,
-        "mysqlType": {c: types.get(c) or TYPES.get(c, "VARCHAR(10)") for c in data},
-        "old": None,
-        "pkNames": ["id"],
-        "sql": "",
-        "table": table,
-        "type": kind,
-    }
+    typed = {c: types.get(c) or TYPES.get(c, "VARCHAR(10)") for c in data}
+    return canal_message(table, kind, data, next(_es), typed)
 
 
 def ddl(sql: str, table: str = "orders", kind: str = "ALTER") -> dict:
-    return {
-        "data": None,
-        "database": "shop",
-        "es": next(_es),
-        "isDdl": True,
-        "mysqlType": None,
-        "old": None,
-        "pkNames": None,
-        "sql": sql,
-        "table": table,
-        "type": kind,
-    }
+    return ddl_message(table, sql, kind, next(_es))
 
 
 def history(lake) -> list[tuple]:
