@@ -4,10 +4,11 @@
 
 Each PIPELINE (``steady``: no history; ``historied``: ``history: scd2``) gets a batch of CHANGES
 changes shaped as the bench's (half updates, a quarter deletes, a quarter inserts) on keys that
-ROUND (1 to 5) chooses: a new ROUND for every call on the same tables, so that no key is
-changed twice. Prints each batch's CPU (the process tree) and stages: where a history batch's
-time goes, without rerunning the 40-minute bench. The first batch of a process pays the JIT's
-warm-up.
+ROUND (1 to 8) chooses: a new ROUND for every call on the same tables, so that no key is
+changed twice. ``hand-scd2`` is the hand-written SCD type 2 MERGE (``bench_references``)
+over the historied tables. Prints each batch's CPU (the process tree) and stages: where a
+history batch's time goes, without rerunning the 40-minute bench. The first batch of a process
+pays the JIT's warm-up.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench_history import HISTORIED
 from bench_phases import render_phases
-from bench_steady import Steady, change
+from bench_references import hand_scd2
+from bench_steady import FILES, Steady, change, land
 
 WORKDIR = Path("bench-data/steady-history")
 ROWS = 10_000_000
@@ -28,7 +31,8 @@ def main(argv: list[str]) -> int:
     bench.batches = 500 + round_ * 10  # landing folders of their own
     quarter = total // 4
     # Held keys no bench batch changed, the same in every pipeline; fresh keys to insert.
-    base, ts = 4_000_000 + round_ * 1_000_000, 60_000_000 + round_ * 2_000_000
+    base = 4_000_000 + round_ * 1_000_000 if round_ <= 5 else 1_100_000 + (round_ - 6) * 950_000
+    ts = 60_000_000 + round_ * 2_000_000
     for pipeline in pipelines:
         lines = [change("u", base + k, 3, ts + k) for k in range(2 * quarter)]
         lines += [
@@ -37,6 +41,14 @@ def main(argv: list[str]) -> int:
         fresh = 30 * ROWS + round_ * 1_000_000
         lines += [change("c", fresh + k, 1, ts + 3 * quarter + k) for k in range(quarter)]
         expect = {"inserted": quarter, "updated": 2 * quarter, "deleted": quarter}
+        if pipeline == "hand-scd2":
+            bench.batches += 1
+            # Beside the pipeline's landing, not in it: the pipeline would read these lines too.
+            landing = WORKDIR / "landing-hand" / f"batch-{bench.batches:03d}"
+            land(landing, lines, FILES)
+            spent, merge = hand_scd2(bench.spark, landing, bench.mirror(HISTORIED) + "_history")
+            print(f"hand SCD2: {spent:.1f} CPU-s, its MERGE {merge:.1f}")
+            continue
         spent = bench.run(lines, expect, pipeline)
         print(f"{pipeline}: {spent:.1f} CPU-s", *render_phases(bench.timings), sep="\n")
     bench.spark.stop()
