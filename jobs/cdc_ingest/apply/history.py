@@ -79,6 +79,8 @@ INSERT, UPDATE = "insert", "update"
 # The history table's property naming the mirror it keeps the history of.
 HISTORY_OF_PROPERTY = "cdc.history-of"
 _KIND, _STORED, _DROP, _KEEP = "_h_kind", "_h_stored", "_h_drop", "_h_keep"
+# How many of a placed version's changes are new to the table (0 in a stored row dropped).
+_NEW = "_h_new"
 _views = itertools.count()
 HISTORY_CHANGES = "history_changes"
 
@@ -154,19 +156,22 @@ def apply_history(
             F.array().cast("array<string>").alias(_KEEP),
         )
         rows = stored.unionByName(_as_new(events))
-        # A change the table holds already (a replayed file) is not placed again.
-        again = Window.partitionBy(*keys, ORDER_COLUMN).orderBy(F.col(_STORED).desc())
-        rows = rows.withColumn("_h_seen", F.row_number().over(again)).where("_h_seen = 1")
-    # Materialized once: counted here, then read by the window of every key's versions.
-    rows = rows.localCheckpoint(eager=False)
-    with stage("count history changes"):
-        new = rows.where(~F.col(_STORED)).count()
-    if not new:
-        return 0
+        # A change the table holds already (a replayed file) is not placed again: it follows
+        # the stored row of its order. By key, as the versions' windows are: one shuffle.
+        again = Window.partitionBy(*keys).orderBy(ORDER_COLUMN, F.col(_STORED).desc())
+        seen = F.lag(ORDER_COLUMN).over(again) == F.col(ORDER_COLUMN)
+        rows = rows.withColumn("_h_seen", seen).where("_h_seen IS NOT TRUE").drop("_h_seen")
     tracked = target.history.tracked(stored_columns) if target.history else stored_columns
     if target.unavailable_values:
         rows = _filled(rows, keys, stored_columns)
     versions = _versions(rows, keys, stored_columns, [c for c in tracked if c not in keys])
+    # Placed once (every window above shares one shuffle by key): counted here, then written.
+    versions = versions.localCheckpoint(eager=False)
+    with stage("count history changes"):
+        counted = versions.agg(F.sum(_NEW)).first()
+        new = int(counted[0] or 0) if counted is not None else 0
+    if not new:
+        return 0
     note = counts_properties(batch_id, target.name, part, {HISTORY_CHANGES: new})
     written = [*stored_columns, *HISTORY_COLUMNS]
     with commit_properties(spark, note):
@@ -296,9 +301,9 @@ def _versions(
         F.struct(*[F.col(sql_text.name(c)).alias(c) for c in [*untracked, BATCH]]), LAST_ORDER
     ).over(whole)
     grouped = sql_text.select(
-        grouped.withColumn("_h_newest", newest).withColumn(
-            "_h_last", F.max(LAST_ORDER).over(whole)
-        ),
+        grouped.withColumn("_h_newest", newest)
+        .withColumn("_h_last", F.max(LAST_ORDER).over(whole))
+        .withColumn(_NEW, F.count(F.when(~F.col(_STORED), 1)).over(whole)),
         [
             *(
                 f"_h_newest.{sql_text.name(c)} AS {sql_text.name(c)}"
@@ -307,6 +312,7 @@ def _versions(
                 for c in [*columns, ORDER_COLUMN, _KIND, VALID_FROM, BATCH, _STORED, "_h_opens"]
             ),
             f"_h_last AS {LAST_ORDER}",
+            _NEW,
         ],
     )
     heads = grouped.where("_h_opens = 1")
@@ -327,6 +333,7 @@ def _versions(
         LAST_ORDER,
         _STORED,
         F.lit(False).alias(_DROP),
+        _NEW,
     )
     dropped = grouped.where(f"_h_opens = 0 AND {_STORED}").select(
         *[sql_text.name(c) for c in columns],
@@ -339,6 +346,7 @@ def _versions(
         LAST_ORDER,
         _STORED,
         F.lit(True).alias(_DROP),
+        F.lit(0).cast("bigint").alias(_NEW),
     )
     return placed.unionByName(dropped)
 
@@ -360,8 +368,6 @@ def _merge(
     than the table's ``table_rows``, keep its other rows out by a bloom filter
     (``runtime_filter``)."""
     keys = list(target.keys)
-    # Read twice where filtered (the filter's job, then the MERGE): placed once.
-    versions = versions.localCheckpoint(eager=False)
     listed = listed_keys(versions, target, changes, table_rows)
     filtered = not listed and worth_filtering(changes, table_rows)
     # Tables applied at once share the session: each MERGE reads a view of its own.
