@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from canal_messages import ddl_message, typed_message
+from cdc_ingest.stages import StageTimings, recording
 
 TYPES = {"id": "INT", "v": "VARCHAR(10)", "n": "INT"}
 
@@ -198,3 +199,47 @@ def test_a_dead_lettered_change_never_reaches_the_history(lake, utc_session):
         (1, "b", _at(3), None, True, "update"),
     ]
     assert summary.tables["items"].history_changes == 2
+
+
+def test_a_history_name_held_by_another_tables_history_is_refused_and_named(lake, utc_session):
+    """``items`` keeps its history in ``h_items``; ``h``, whose template names its history
+    ``h_items`` as well, is refused: the history stays the history of ``items`` alone."""
+    options = {"items": {"history_table": "h_{table}"}, "h": {"history_table": "{table}_items"}}
+    lake.add_pipeline("shop", "canal-json", table_options={"*": {"history": "scd2"}, **options})
+    lake.land("shop", "0001.json", [_item("INSERT", {"id": 1, "v": "a"}, 1)])
+    first = StageTimings()
+    with recording(first):
+        lake.run("shop")
+    lake.land(
+        "shop",
+        "0002.json",
+        [
+            {**_item("INSERT", {"id": 2, "v": "b"}, 2), "table": "h"},
+            _item("UPDATE", {"id": 1, "v": "c"}, 3),
+        ],
+    )
+    summary = lake.run("shop")
+
+    assert [(d["target_table"], d["reason"]) for d in lake.dead_letters()] == [
+        (
+            "h",
+            "table h could not be applied: its history table h_items (history_table) is the "
+            "history of table items: name the history otherwise, or drop that table",
+        )
+    ]
+    versions = sorted((r["id"], r["v"], r["_cdc_current"]) for r in lake.table("h_items").collect())
+    assert versions == [(1, "a", False), (1, "c", True)]
+    assert summary.dead_lettered == 1 and summary.tables["items"].history_changes == 1
+    # A batch's timings show the history's own stages: a new history appended, then merged
+    # (tables applied side by side record theirs in their own threads: one table here).
+    assert {"apply/check history table", "apply/history/append to history"} <= set(first.spent)
+    lake.land("shop", "0003.json", [_item("UPDATE", {"id": 1, "v": "d"}, 4)])
+    second = StageTimings()
+    with recording(second):
+        lake.run("shop")
+    assert {
+        "apply/check history table",
+        "apply/history/prepare history table",
+        "apply/history/count history changes",
+        "apply/history/merge into history",
+    } <= set(second.spent)
