@@ -41,12 +41,13 @@ def main(argv: list[str]) -> int:
         fresh = 30 * ROWS + round_ * 1_000_000
         lines += [change("c", fresh + k, 1, ts + 3 * quarter + k) for k in range(quarter)]
         expect = {"inserted": quarter, "updated": 2 * quarter, "deleted": quarter}
-        if pipeline == "hand-scd2":
+        if pipeline in ("hand-scd2", "hand-split"):
             bench.batches += 1
             # Beside the pipeline's landing, not in it: the pipeline would read these lines too.
             landing = WORKDIR / "landing-hand" / f"batch-{bench.batches:03d}"
             land(landing, lines, FILES)
-            spent, merge = hand_scd2(bench.spark, landing, bench.mirror(HISTORIED) + "_history")
+            history = bench.mirror(HISTORIED) + "_history"
+            spent, merge = hand_scd2(bench.spark, landing, history, pipeline == "hand-split")
             print(f"hand SCD2: {spent:.1f} CPU-s, its MERGE {merge:.1f}")
             continue
         spent = bench.run(lines, expect, pipeline)
