@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_references import hand_scd2
+from bench_references import hand_scd2, write_properties
 from bench_table import Shape
 
 HISTORIED, HISTORIED_NAMESPACE = "historied", "shop_history"
@@ -65,9 +65,9 @@ def history_shapes(
     spark = bench.spark
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.hand")
     spark.sql(
-        f"CREATE TABLE {hand} USING iceberg TBLPROPERTIES ('format-version' = '2', "
-        "'write.delete.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read', "
-        f"'write.merge.mode' = 'merge-on-read') AS SELECT * FROM {mirror}_history"
+        f"CREATE TABLE {hand} USING iceberg "
+        f"TBLPROPERTIES ({write_properties(spark, f'{mirror}_history')}) "
+        f"AS SELECT * FROM {mirror}_history"
     )
     kept = bench.run(lines, expect, HISTORIED)
     landing = bench.landing(HISTORIED) / f"batch-{bench.batches:03d}"

@@ -16,7 +16,7 @@ from bench_phases import tree_cpu_seconds
 
 if TYPE_CHECKING:
     from cdc_ingest.config import CatalogConfig
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 PARSE_SCHEMA = (
     "op string, ts_ms bigint, before struct<id bigint, v bigint, note string>, "
@@ -44,12 +44,7 @@ def seed_hand_tables(spark: SparkSession, mirror: str, name: str) -> dict[tuple[
     """Plain Iceberg tables holding ``mirror``'s rows, with its write properties, for
     ``hand_merge``: one per (guarded, warm-up), named ``name`` plus ``_guarded`` and ``_warm``. A
     guarded one has a ``ts`` column, 0 in every row: older than every change."""
-    props = {
-        r["key"]: r["value"]
-        for r in spark.sql(f"SHOW TBLPROPERTIES {mirror}").collect()
-        if r["key"].startswith("write.") or r["key"] == "format-version"
-    }
-    listed = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+    listed = write_properties(spark, mirror)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
     tables: dict[tuple[bool, bool], str] = {}
     for guarded in (False, True):
@@ -72,26 +67,8 @@ def hand_merge(spark: SparkSession, landing: Path, table: str, guarded: bool = F
     column, the source time of the change that wrote each row), as a user who needs changes
     arriving late not to overwrite newer ones would write it (no tombstones: a late insert of a
     deleted key still comes back)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     cpu = tree_cpu_seconds()
-    m = F.from_json("value", PARSE_SCHEMA).alias("m")
-    parsed = (
-        spark.read.text(str(landing))
-        .select(m)
-        .select(
-            F.coalesce("m.after.id", "m.before.id").alias("id"),
-            F.col("m.after.v").alias("v"),
-            F.col("m.after.note").alias("note"),
-            F.col("m.op").alias("op"),
-            F.col("m.ts_ms").alias("ts"),
-        )
-    )
-    newest = Window.partitionBy("id").orderBy(F.col("ts").desc())
-    parsed.withColumn("_n", F.row_number().over(newest)).where("_n = 1").createOrReplaceTempView(
-        "hand_changes"
-    )
+    _newest_changes(spark, landing).createOrReplaceTempView("hand_changes")
     newer = " AND s.ts > t.ts" if guarded else ""
     columns = ["id", "v", "note", *(["ts"] if guarded else [])]
     sets = ", ".join(f"{c} = s.{c}" for c in columns[1:])
@@ -158,11 +135,47 @@ def hand_scd2(
     newest change per key, then the MERGE of Databricks' documented SCD type 2 pattern (each
     change twice, once keyed to close the key's current version, once with a null key to insert
     the version it opens). It does less than ``history: scd2``: no late events (every change is
-    taken to be newer than every version held), no replays, a version's op is the change's."""
+    taken to be newer than every version held), no replays, a version's op is the change's.
+    ``split``: in two commits instead, a MERGE that only closes current versions (an inner
+    join), then an append of the new versions."""
+    cpu = tree_cpu_seconds()
+    _newest_changes(spark, landing).localCheckpoint().createOrReplaceTempView("hand_scd2_changes")
+    merge_cpu = tree_cpu_seconds()
+    start, order = "timestamp_millis(s.ts)", "unhex(lpad(hex(s.ts), 16, '0'))"
+    close = f"UPDATE SET _cdc_valid_to = {start}, _cdc_current = false"
+    # The version a change opens.
+    columns = (
+        "id, v, note, _cdc_valid_from, _cdc_valid_to, _cdc_current, _cdc_op, _cdc_batch_id, "
+        "_cdc_order, _cdc_last_order"
+    )
+    version = (
+        f"s.id, s.v, s.note, {start}, CASE WHEN s.op = 'd' THEN {start} END, s.op != 'd', "
+        "CASE s.op WHEN 'c' THEN 'insert' WHEN 'd' THEN 'delete' ELSE 'update' END, 0L, "
+        f"{order}, {order}"
+    )
+    if split:
+        spark.sql(
+            f"MERGE INTO {history} t USING hand_scd2_changes s ON t.id = s.id AND t._cdc_current "
+            f"WHEN MATCHED THEN {close}"
+        )
+        spark.sql(f"INSERT INTO {history} ({columns}) SELECT {version} FROM hand_scd2_changes s")
+    else:
+        spark.sql(
+            f"MERGE INTO {history} t USING ("
+            "SELECT id AS merge_key, * FROM hand_scd2_changes "
+            "UNION ALL SELECT CAST(NULL AS BIGINT) AS merge_key, * FROM hand_scd2_changes"
+            f") s ON t.id = s.merge_key AND t._cdc_current WHEN MATCHED THEN {close} "
+            f"WHEN NOT MATCHED AND s.merge_key IS NULL THEN INSERT ({columns}) VALUES ({version})"
+        )
+    done = tree_cpu_seconds()
+    return done - cpu, done - merge_cpu
+
+
+def _newest_changes(spark: SparkSession, landing: Path) -> DataFrame:
+    """The changes of ``landing``, parsed, the newest of each key only (``id, v, note, op, ts``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    cpu = tree_cpu_seconds()
     m = F.from_json("value", PARSE_SCHEMA).alias("m")
     parsed = (
         spark.read.text(str(landing))
@@ -176,36 +189,14 @@ def hand_scd2(
         )
     )
     newest = Window.partitionBy("id").orderBy(F.col("ts").desc())
-    changes = parsed.withColumn("_n", F.row_number().over(newest)).where("_n = 1")
-    changes = changes.localCheckpoint()
-    changes.createOrReplaceTempView("hand_scd2_changes")
-    merge_cpu = tree_cpu_seconds()
-    start = "timestamp_millis(s.ts)"
-    if split:
-        # Two commits: a MERGE that only closes current versions (an inner join), then an append.
-        spark.sql(
-            f"MERGE INTO {history} t USING hand_scd2_changes s ON t.id = s.id AND t._cdc_current "
-            f"WHEN MATCHED THEN UPDATE SET _cdc_valid_to = {start}, _cdc_current = false"
-        )
-        order = "unhex(lpad(hex(ts), 16, '0'))"
-        spark.sql(
-            f"INSERT INTO {history} SELECT id, v, note, timestamp_millis(ts), CASE WHEN op = 'd' "
-            "THEN timestamp_millis(ts) END, op != 'd', CASE op WHEN 'c' THEN 'insert' WHEN 'd' "
-            f"THEN 'delete' ELSE 'update' END, 0L, {order}, {order} FROM hand_scd2_changes"
-        )
-        done = tree_cpu_seconds()
-        return done - cpu, done - merge_cpu
-    spark.sql(
-        f"MERGE INTO {history} t USING ("
-        "SELECT id AS merge_key, * FROM hand_scd2_changes "
-        "UNION ALL SELECT CAST(NULL AS BIGINT) AS merge_key, * FROM hand_scd2_changes"
-        ") s ON t.id = s.merge_key AND t._cdc_current "
-        f"WHEN MATCHED THEN UPDATE SET _cdc_valid_to = {start}, _cdc_current = false "
-        "WHEN NOT MATCHED AND s.merge_key IS NULL THEN INSERT (id, v, note, _cdc_valid_from, "
-        "_cdc_valid_to, _cdc_current, _cdc_op, _cdc_batch_id, _cdc_order, _cdc_last_order) "
-        f"VALUES (s.id, s.v, s.note, {start}, CASE WHEN s.op = 'd' THEN {start} END, "
-        "s.op != 'd', CASE s.op WHEN 'c' THEN 'insert' WHEN 'd' THEN 'delete' ELSE 'update' END, "
-        "0L, unhex(lpad(hex(s.ts), 16, '0')), unhex(lpad(hex(s.ts), 16, '0')))"
+    return parsed.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n")
+
+
+def write_properties(spark: SparkSession, table: str) -> str:
+    """``table``'s write properties (``write.*``, ``format-version``) as a ``TBLPROPERTIES``
+    list, for a copy that writes as it does."""
+    return ", ".join(
+        f"'{r['key']}' = '{r['value']}'"
+        for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()
+        if r["key"].startswith("write.") or r["key"] == "format-version"
     )
-    done = tree_cpu_seconds()
-    return done - cpu, done - merge_cpu

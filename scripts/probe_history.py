@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
             land(landing, lines, FILES)
             history = bench.mirror(HISTORIED) + "_history"
             spent, merge = hand_scd2(bench.spark, landing, history, pipeline == "hand-split")
-            print(f"hand SCD2: {spent:.1f} CPU-s, its MERGE {merge:.1f}")
+            print(f"{pipeline}: {spent:.1f} CPU-s, its writes {merge:.1f}")
             continue
         spent = bench.run(lines, expect, pipeline)
         print(f"{pipeline}: {spent:.1f} CPU-s", *render_phases(bench.timings), sep="\n")
