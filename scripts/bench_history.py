@@ -70,7 +70,7 @@ def history_shapes(
         f"AS SELECT * FROM {mirror}_history"
     )
     kept = bench.run(lines, expect, HISTORIED)
-    landing = bench.landing(HISTORIED) / f"batch-{bench.batches:03d}"
+    landing = bench.landing(HISTORIED) / f"batch-{bench.landed:03d}"
     _, hand_merge = hand_scd2(spark, landing, hand)
     spark.sql(f"DROP TABLE {hand}")
     spent = bench.micro_batches(total, 10_000_000, HISTORIED)

@@ -29,10 +29,12 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     foreign are skipped.
     """
     root = os.getpid() if root is None else root
+    # Foreign to this process, not to another root (the bench's engine is not its descendant).
+    skipped = _FOREIGN if root == os.getpid() else set()
     children: dict[int, list[int]] = {}
     cpu: dict[int, float] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in _FOREIGN:
+        if not name.isdigit() or int(name) in skipped:
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as stat_file:

@@ -43,9 +43,8 @@ if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cdc_ingest.config import load_config  # noqa: E402
 
-from bench_phases import tree_cpu_seconds  # noqa: E402
+from bench_engine import EngineBatches, SessionBatches, add_route_argument  # noqa: E402
 from bench_table import Shape, save, table  # noqa: E402
 
 
@@ -138,9 +137,10 @@ def write_config(
 
 
 class Runner:
-    """Batches on one Spark session, each into a fresh catalog."""
+    """Batches on the warm engine (or one Spark session of the bench's own), each into a fresh
+    catalog."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, in_process: bool) -> None:
         from cdc_ingest.config import CatalogConfig
         from cdc_ingest.spark_session import build_session
 
@@ -148,23 +148,29 @@ class Runner:
         self.runs = 0
         self.problems: list[str] = []
         self.last_config = workdir / "pipelines.yaml"  # the last batch's pipelines file
-        bootstrap = CatalogConfig("shapes", f"sqlite:///{workdir / 'boot.db'}", workdir.as_uri())
-        self.spark = build_session(bootstrap, app_name="cdc-ingest-bench-shapes")
+        self.batches: SessionBatches | EngineBatches
+        if in_process:
+            bootstrap = CatalogConfig(
+                "shapes", f"sqlite:///{workdir / 'boot.db'}", workdir.as_uri()
+            )
+            self.batches = SessionBatches(
+                build_session(bootstrap, app_name="cdc-ingest-bench-shapes")
+            )
+        else:
+            self.batches = EngineBatches(None, workdir / "engine")
 
     def cpu_of_batch(
         self, lines: list[str], files: int, tables: int, deletes: str = "apply"
     ) -> float:
         """CPU seconds of one batch of ``lines`` in ``files`` files, into a fresh catalog."""
-        from cdc_ingest.run.batch import run_pipeline
-
         self.runs += 1
         root = self.workdir / f"run{self.runs}"
         land(root / "landing", lines, files)
         catalog = f"shapes{self.runs}"
-        config = load_config(write_config(root, root / "landing", catalog, tables, deletes))
-        cpu = tree_cpu_seconds()
-        summary = run_pipeline(self.spark, config, "shop")
-        spent = tree_cpu_seconds() - cpu
+        batch = self.batches.run(
+            write_config(root, root / "landing", catalog, tables, deletes), "shop"
+        )
+        summary, spent = batch.summary, batch.cpu
         if summary.unaccounted() or summary.lines != len(lines) or summary.dead_lettered:
             self.problems.append(f"run {self.runs}: {summary.render()}")
         self.last_config = root / "pipelines.yaml"
@@ -172,14 +178,10 @@ class Runner:
 
     def cpu_of_next_batch(self, lines: list[str], files: int) -> float:
         """CPU seconds of a batch of ``lines`` into the last batch's catalog (its tables exist)."""
-        from cdc_ingest.run.batch import run_pipeline
-
         root = self.workdir / f"run{self.runs}"
         land(root / "landing", lines, files, first=len(list((root / "landing").iterdir())))
-        config = load_config(root / "pipelines.yaml")
-        cpu = tree_cpu_seconds()
-        summary = run_pipeline(self.spark, config, "shop")
-        spent = tree_cpu_seconds() - cpu
+        batch = self.batches.run(root / "pipelines.yaml", "shop")
+        summary, spent = batch.summary, batch.cpu
         if summary.unaccounted() or summary.lines != len(lines) or summary.dead_lettered:
             self.problems.append(f"run {self.runs}, next batch: {summary.render()}")
         return spent
@@ -231,12 +233,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tenth of each size")
     parser.add_argument("--workdir", type=Path, default=Path("bench-data/shapes"))
     parser.add_argument("--results", type=Path, help="append the scenarios to this file")
+    add_route_argument(parser)
     args = parser.parse_args(argv)
     scale = 10 if args.quick else 1
     if args.workdir.exists():
         shutil.rmtree(args.workdir)
     args.workdir.mkdir(parents=True)
-    runner = Runner(args.workdir.resolve())
+    runner = Runner(args.workdir.resolve(), args.in_process)
+    print(f"batches run {runner.batches.route}", flush=True)
     shapes: list[Shape] = []
     started = time.perf_counter()
     try:
@@ -363,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     finally:
-        runner.spark.stop()
+        runner.batches.close()
     print(f"shapes ({'quick, ' if args.quick else ''}{time.perf_counter() - started:.0f} s):")
     for line in table(shapes):
         print(line)

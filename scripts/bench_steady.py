@@ -50,9 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cdc_ingest import ordering  # noqa: E402
 from cdc_ingest.config import load_config  # noqa: E402
 
+from bench_engine import EngineBatches, SessionBatches, add_route_argument  # noqa: E402
 from bench_history import historied_pipeline, history_shapes  # noqa: E402
 from bench_metadata import after_maintain, namespace_metadata  # noqa: E402
-from bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
+from bench_phases import render_phases  # noqa: E402
 from bench_references import (  # noqa: E402
     hand_merge,
     parse_baseline,
@@ -111,7 +112,7 @@ def land(landing: Path, lines: list[str], files: int) -> None:
 class Steady:
     """The pipeline, its catalog and the comparison tables, on one session."""
 
-    def __init__(self, workdir: Path, rows: int) -> None:
+    def __init__(self, workdir: Path, rows: int, in_process: bool = True) -> None:
         from cdc_ingest.config import CatalogConfig
         from cdc_ingest.spark_session import build_session
 
@@ -121,7 +122,7 @@ class Steady:
         )
         self.spark: SparkSession = build_session(self.catalog, app_name="cdc-ingest-bench-steady")
         self.problems: list[str] = []
-        self.batches = 0
+        self.landed = 0  # batches landed, each in a folder of its own
         self.timings: Any = None  # the last batch's stages
         self.config_path = workdir / "pipelines.yaml"
         doc = {
@@ -152,6 +153,11 @@ class Steady:
         }
         self.config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
         self.config = load_config(self.config_path)
+        self.batches: SessionBatches | EngineBatches = (
+            SessionBatches(self.spark)
+            if in_process
+            else EngineBatches(self.spark, workdir / "engine")
+        )
 
     def mirror(self, pipeline: str = "steady") -> str:
         namespace = self.config.pipeline(pipeline).namespace
@@ -162,20 +168,14 @@ class Steady:
 
     def run(self, lines: list[str], expect: dict[str, int], pipeline: str = "steady") -> float:
         """CPU seconds of one batch of ``lines``; its counts are checked against ``expect``."""
-        from cdc_ingest.run.batch import run_pipeline
-        from cdc_ingest.stages import StageTimings, recording
-
-        self.batches += 1
-        land(self.landing(pipeline) / f"batch-{self.batches:03d}", lines, FILES)
-        self.timings = StageTimings(cpu_clock=tree_cpu_seconds)
-        cpu = tree_cpu_seconds()
-        with recording(self.timings):
-            summary = run_pipeline(self.spark, self.config, pipeline)
-        spent = tree_cpu_seconds() - cpu
+        self.landed += 1
+        land(self.landing(pipeline) / f"batch-{self.landed:03d}", lines, FILES)
+        batch = self.batches.run(self.config_path, pipeline)
+        self.timings, summary, spent = batch.timings, batch.summary, batch.cpu
         table = summary.tables.get(TABLE)
         got = {k: getattr(table, k, None) for k in expect}
         if summary.unaccounted() or summary.lines != len(lines) or got != expect:
-            self.problems.append(f"batch {self.batches}: {got} != {expect}: {summary.render()}")
+            self.problems.append(f"batch {self.landed}: {got} != {expect}: {summary.render()}")
         return spent
 
     def seed_mirror(
@@ -253,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["history"],
         help="only the batch into the mirror and the history scenarios (no other references)",
     )
+    add_route_argument(parser)
     args = parser.parse_args(argv)
     scale = 10 if args.quick else 1
     rows, total = 10_000_000 // scale, 1_000_000 // scale
@@ -261,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     args.workdir.mkdir(parents=True)
     workdir = args.workdir.resolve()
     started = time.perf_counter()
-    bench = Steady(workdir, rows)
+    bench = Steady(workdir, rows, args.in_process)
+    print(f"batches run {bench.batches.route}", flush=True)
     shapes: list[Shape] = []
     try:
         bench.seed_mirror(warm=total)
@@ -273,8 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         expect = {"inserted": quarter, "updated": total // 2, "deleted": quarter}
         ours = bench.run(lines, expect)
         if args.only != "history":
-            print("stages of the batch into a table:", *render_phases(bench.timings), sep="\n")
-            landing = bench.landing() / f"batch-{bench.batches:03d}"
+            if bench.timings is not None:
+                print("stages of the batch into a table:", *render_phases(bench.timings), sep="\n")
+            landing = bench.landing() / f"batch-{bench.landed:03d}"
             # Each reference after an uncounted run of its own, as the batch after its warm-ups.
             parse_baseline(bench.spark, landing)
             parse = parse_baseline(bench.spark, landing)
@@ -339,8 +342,9 @@ def main(argv: list[str] | None = None) -> int:
             for n in range(3):
                 bench.run([change("u", 5 + n, 4, 50_000_000 + n)], {"updated": 1})
             one = bench.run([change("u", 9, 4, 50_000_010)], {"updated": 1})
-            print("stages of a 1-line batch into it:", *render_phases(bench.timings), sep="\n")
-            one_landing = bench.landing() / f"batch-{bench.batches:03d}"
+            if bench.timings is not None:
+                print("stages of a 1-line batch into it:", *render_phases(bench.timings), sep="\n")
+            one_landing = bench.landing() / f"batch-{bench.landed:03d}"
             hand_merge(bench.spark, one_landing, hand[True, True], True)
             one_hand = hand_merge(bench.spark, one_landing, hand[True, False], True)
             shapes.append(
@@ -385,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         tables = namespace_metadata(bench.spark, f"{CATALOG}.{NAMESPACE}")
         shapes.append(after_maintain(tables, RETAIN_SNAPSHOTS))
     finally:
+        bench.batches.close()
         bench.spark.stop()
     print(f"steady state ({'quick, ' if args.quick else ''}{time.perf_counter() - started:.0f} s):")
     for line in table(shapes):

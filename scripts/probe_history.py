@@ -28,7 +28,7 @@ ROWS = 10_000_000
 def main(argv: list[str]) -> int:
     round_, total, pipelines = int(argv[0]), int(argv[1]), argv[2:]
     bench = Steady(WORKDIR.resolve(), ROWS)
-    bench.batches = 500 + round_ * 10  # landing folders of their own
+    bench.landed = 500 + round_ * 10  # landing folders of their own
     quarter = total // 4
     # Held keys no bench batch changed, the same in every pipeline; fresh keys to insert.
     base = 4_000_000 + round_ * 1_000_000 if round_ <= 5 else 1_100_000 + (round_ - 6) * 950_000
@@ -42,15 +42,16 @@ def main(argv: list[str]) -> int:
         lines += [change("c", fresh + k, 1, ts + 3 * quarter + k) for k in range(quarter)]
         expect = {"inserted": quarter, "updated": 2 * quarter, "deleted": quarter}
         if pipeline in ("hand-scd2", "hand-split"):
-            bench.batches += 1
+            bench.landed += 1
             # Beside the pipeline's landing, not in it: the pipeline would read these lines too.
-            landing = WORKDIR / "landing-hand" / f"batch-{bench.batches:03d}"
+            landing = WORKDIR / "landing-hand" / f"batch-{bench.landed:03d}"
             land(landing, lines, FILES)
             history = bench.mirror(HISTORIED) + "_history"
             spent, merge = hand_scd2(bench.spark, landing, history, pipeline == "hand-split")
             print(f"{pipeline}: {spent:.1f} CPU-s, its writes {merge:.1f}")
             continue
         spent = bench.run(lines, expect, pipeline)
+        assert bench.timings is not None  # in this process's session: its stages are timed
         print(f"{pipeline}: {spent:.1f} CPU-s", *render_phases(bench.timings), sep="\n")
     bench.spark.stop()
     print(*bench.problems, sep="\n")

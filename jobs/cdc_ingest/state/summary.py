@@ -177,6 +177,13 @@ class RunSummary:
         """The summary as one JSON object (stored with the batch's checkpoint)."""
         return json.dumps(asdict(self), sort_keys=True)
 
+    @classmethod
+    def from_json(cls, text: str) -> RunSummary:
+        """The summary ``to_json`` wrote (``cdc-ingest run --json``'s last line)."""
+        fields: dict[str, Any] = json.loads(text)
+        tables = {name: TableSummary(**t) for name, t in fields.pop("tables", {}).items()}
+        return cls(**fields, tables=tables)
+
     def _files(self, planned: bool = False) -> list[str]:
         """Summary lines of the files and entries not applied, each with why."""
         groups = (
