@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     bases: list[tuple[float, float]] = []
     runs: list[Batch] = []
     problems: list[str] = []
-    batches = batches_for(args, spark, workdir)
+    batches = batches_for(args.in_process, spark, workdir / "engine")
     print(f"batches run {batches.route}", flush=True)
     try:
         for i in range(args.warm_ups + args.repeat):
@@ -311,9 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     timed, timed_bases = runs[args.warm_ups :], bases[args.warm_ups :]
     best_base = min(timed_bases)
     best = min(timed, key=lambda r: r.wall)
-    median = statistics.median(r.wall for r in timed) / statistics.median(
-        b for b, _ in timed_bases
-    )
+    median = statistics.median(r.wall for r in timed) / statistics.median(b for b, _ in timed_bases)
     ratio = best.wall / best_base[0]
     print(
         f"ratio end_to_end/baseline, best of {args.repeat} after {args.warm_ups} warm-ups: "

@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_cold import Lines, cold, timed, write_config
 from bench_phases import tree_cpu_seconds
 from bench_table import Shape, save, table
-from spike_engine import Lines, cold, timed, write_config
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cdc_ingest.config import load_config
 from cdc_ingest.state.summary import RunSummary
@@ -121,7 +121,12 @@ class EngineBatches:
         subprocess.run([CLI, "engine", "stop"], env=self.env(), capture_output=True, check=False)
 
 
-def batches_for(args: Any, spark: SparkSession, workdir: Path) -> SessionBatches | EngineBatches:
-    if args.in_process:
+def batches_for(
+    in_process: bool, spark: SparkSession | None, directory: Path
+) -> SessionBatches | EngineBatches:
+    """The route ``--in-process`` chose: ``spark`` runs the batches itself, or an engine in
+    ``directory`` does (``spark``, if any, then only reads what it wrote)."""
+    if in_process:
+        assert spark is not None, "a batch in the bench's session needs that session"
         return SessionBatches(spark)
-    return EngineBatches(spark, workdir / "engine")
+    return EngineBatches(spark, directory)

@@ -21,10 +21,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_cold import canal_line
 from bench_phases import tree_cpu_seconds
 from bench_table import Shape, save, table
 from demo import answers, free_port, wait_for
-from spike_engine import canal_line
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

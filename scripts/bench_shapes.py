@@ -45,7 +45,7 @@ if str(REPO / "jobs") not in sys.path:
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-from bench_engine import EngineBatches, SessionBatches, add_route_argument  # noqa: E402
+from bench_engine import add_route_argument, batches_for  # noqa: E402
 from bench_table import Shape, save, table  # noqa: E402
 
 
@@ -149,16 +149,13 @@ class Runner:
         self.runs = 0
         self.problems: list[str] = []
         self.last_config = workdir / "pipelines.yaml"  # the last batch's pipelines file
-        self.batches: SessionBatches | EngineBatches
+        spark = None
         if in_process:
             bootstrap = CatalogConfig(
                 "shapes", f"sqlite:///{workdir / 'boot.db'}", workdir.as_uri()
             )
-            self.batches = SessionBatches(
-                build_session(bootstrap, app_name="cdc-ingest-bench-shapes")
-            )
-        else:
-            self.batches = EngineBatches(None, workdir / "engine")
+            spark = build_session(bootstrap, app_name="cdc-ingest-bench-shapes")
+        self.batches = batches_for(in_process, spark, workdir / "engine")
 
     def cpu_of_batch(
         self, lines: list[str], files: int, tables: int, deletes: str = "apply"

@@ -33,7 +33,6 @@ Exit status: 1 when a run's summary does not add up, else 0 (never on a ratio).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
@@ -50,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cdc_ingest import ordering  # noqa: E402
 from cdc_ingest.config import load_config  # noqa: E402
 
-from bench_engine import EngineBatches, SessionBatches, add_route_argument  # noqa: E402
+from bench_engine import SessionBatches, add_route_argument, batches_for  # noqa: E402
 from bench_history import historied_pipeline, history_shapes  # noqa: E402
 from bench_metadata import after_maintain, namespace_metadata  # noqa: E402
 from bench_phases import render_phases  # noqa: E402
@@ -60,6 +59,7 @@ from bench_references import (  # noqa: E402
     pyiceberg_upsert,
     seed_hand_tables,
 )
+from bench_steady_data import TABLE, change, land, steady_changes  # noqa: E402
 from bench_table import Shape, save, table  # noqa: E402
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-CATALOG, NAMESPACE, TABLE = "steady", "shop", "orders"
+CATALOG, NAMESPACE = "steady", "shop"
 # The second pipeline: the same table, partitioned by a bucket of its key.
 BUCKETED, BUCKETED_NAMESPACE = "bucketed", "shop_bucketed"
 BUCKET_SPEC = "bucket(16, id)"
@@ -82,31 +82,6 @@ RETAIN_SNAPSHOTS = 5
 SEEDED_ORDER = ordering.encoded_sql(
     "array(0L, 0L, NULL, NULL, NULL, NULL, NULL, NULL, 0L)", "1L", "id % 10", "id", "0L"
 )
-
-
-def change(op: str, key: int, version: int, ts: int) -> str:
-    """One Debezium JSON change of ``shop.orders`` (no schema: its types are inferred)."""
-    before = None if op == "c" else {"id": key, "v": version - 1, "note": f"n{key}"}
-    after = None if op == "d" else {"id": key, "v": version, "note": f"n{key}-{version}"}
-    source = {"db": "shop", "table": TABLE, "ts_ms": ts}
-    return json.dumps({"op": op, "ts_ms": ts, "before": before, "after": after, "source": source})
-
-
-def steady_changes(rows: int, total: int, ts: int) -> list[str]:
-    """Half updates of held keys, a quarter inserts of new keys, a quarter deletes of held keys."""
-    updates, inserts = total // 2, total // 4
-    deletes = total - updates - inserts
-    lines = [change("u", k, 1, ts + k) for k in range(updates)]
-    lines += [change("d", updates + k, 1, ts + updates + k) for k in range(deletes)]
-    lines += [change("c", rows + k, 1, ts + total + k) for k in range(inserts)]
-    return lines
-
-
-def land(landing: Path, lines: list[str], files: int) -> None:
-    landing.mkdir(parents=True, exist_ok=True)
-    for f in range(files):
-        part = lines[f::files]
-        (landing / f"part-{f:03d}.json").write_text("\n".join(part) + "\n")
 
 
 class Steady:
@@ -153,11 +128,7 @@ class Steady:
         }
         self.config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
         self.config = load_config(self.config_path)
-        self.batches: SessionBatches | EngineBatches = (
-            SessionBatches(self.spark)
-            if in_process
-            else EngineBatches(self.spark, workdir / "engine")
-        )
+        self.batches = batches_for(in_process, self.spark, workdir / "engine")
 
     def mirror(self, pipeline: str = "steady") -> str:
         namespace = self.config.pipeline(pipeline).namespace

@@ -19,7 +19,8 @@ from pathlib import Path
 from bench_history import HISTORIED
 from bench_phases import render_phases
 from bench_references import hand_scd2
-from bench_steady import FILES, Steady, change, land
+from bench_steady import FILES, Steady
+from bench_steady_data import change, land
 
 WORKDIR = Path("bench-data/steady-history")
 ROWS = 10_000_000
