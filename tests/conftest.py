@@ -207,7 +207,8 @@ def engine_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     import subprocess
 
     place = tmp_path_factory.mktemp("engine")
-    env = {**os.environ, "CDC_INGEST_ENGINE_DIR": str(place)}
+    # It holds its whole heap from its start: 2g is plenty for the tests' batches.
+    env = {**os.environ, "CDC_INGEST_ENGINE_DIR": str(place), "SPARK_DRIVER_MEMORY": "2g"}
     # A long-lived JVM: both compilers, as the shared session above.
     env.pop("SPARK_SUBMIT_OPTS", None)
     cli = str(Path(sys.executable).parent / "cdc-ingest")

@@ -302,7 +302,8 @@ def test_dag_tasks_run_on_a_warm_engine_on_the_cluster_named_by_an_airflow_conne
         cli = str(Path(sys.executable).parent / "cdc-ingest")
         # The engine's own environment holds none of the connections: no secret to leak.
         engine_env = {k: v for k, v in deploy.env.items() if not k.startswith("AIRFLOW_CONN_")} | {
-            "CDC_INGEST_ENGINE_DIR": str(engine)
+            "CDC_INGEST_ENGINE_DIR": str(engine),
+            "SPARK_DRIVER_MEMORY": "2g",  # held from its start: plenty for the test's batches
         }
         engine_env.pop("SPARK_SUBMIT_OPTS", None)
         config = str(tmp_path / "pipelines.yaml")

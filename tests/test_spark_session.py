@@ -27,6 +27,20 @@ def test_g1_starts_marking_only_at_a_fixed_occupancy(spark: Any) -> None:
     assert bean.getVMOption("InitiatingHeapOccupancyPercent").getValue() == "80"
 
 
+def test_a_long_lived_driver_fixes_its_heap_unless_its_options_size_it() -> None:
+    from cdc_ingest.spark_session import fixed_heap
+
+    conf = {"spark.driver.memory": "6g", "spark.driver.extraJavaOptions": "-Dx=1"}
+    assert fixed_heap(conf)["spark.driver.extraJavaOptions"] == (
+        "-Dx=1 -Xms6g -XX:+AlwaysPreTouch"
+    )
+    # A pipelines file that sizes the heap or turns pre-touching off has the last word.
+    own = {"spark.driver.memory": "6g", "spark.driver.extraJavaOptions": "-Xms1g"}
+    assert fixed_heap(own)["spark.driver.extraJavaOptions"] == "-Xms1g -XX:+AlwaysPreTouch"
+    off = {"spark.driver.memory": "6g", "spark.driver.extraJavaOptions": "-XX:-AlwaysPreTouch"}
+    assert fixed_heap(off)["spark.driver.extraJavaOptions"] == "-XX:-AlwaysPreTouch -Xms6g"
+
+
 def test_pipelines_file_jvm_options_keep_the_job_flags_they_do_not_name(
     tmp_path: Any, monkeypatch: Any
 ) -> None:
