@@ -15,6 +15,25 @@ import pytest
 CLI = str(Path(sys.executable).parent / "cdc-ingest")
 
 
+def _land_one_line(lake: Any) -> None:
+    lake.add_pipeline("shop", "canal-json")
+    row = {"id": "1", "v": "a"}
+    message = {
+        "data": [row],
+        "database": "shop",
+        "table": "items",
+        "pkNames": ["id"],
+        "isDdl": False,
+        "type": "INSERT",
+        "es": 1,
+        "ts": 1,
+        "sql": "",
+        "mysqlType": {"id": "int", "v": "varchar(20)"},
+        "old": None,
+    }
+    lake.land("shop", "001.json", [message])
+
+
 def _sources(log: Path, prefix: str) -> Counter[str]:
     """Where the JVM took each class of a package from: the archive or a jar (classes it
     generates or defines at run time, such as lambdas' and codegen's, come from neither)."""
@@ -30,33 +49,13 @@ def _sources(log: Path, prefix: str) -> Counter[str]:
 
 
 @pytest.mark.slow
-def test_a_small_cold_run_maps_classes_from_the_install_archive_and_compiles_with_c1(
+def test_a_tiny_cold_run_maps_archived_classes_compiles_with_c1_and_interprets_expressions(
     lake: Any, tmp_path: Path
 ) -> None:
     from cdc_ingest.jvm_archive import archive_path
 
     assert archive_path().is_file(), "make install builds the archive"
-    lake.add_pipeline("shop", "canal-json")
-    row = {"id": "1", "v": "a"}
-    lake.land(
-        "shop",
-        "001.json",
-        [
-            {
-                "data": [row],
-                "database": "shop",
-                "table": "items",
-                "pkNames": ["id"],
-                "isDdl": False,
-                "type": "INSERT",
-                "es": 1,
-                "ts": 1,
-                "sql": "",
-                "mysqlType": {"id": "int", "v": "varchar(20)"},
-                "old": None,
-            }
-        ],
-    )
+    _land_one_line(lake)
     log = tmp_path / "classes.log"
     # Not the suite's C1-only option (conftest): a batch this small gets it from the CLI itself,
     # which the flags the driver prints show.
@@ -65,7 +64,7 @@ def test_a_small_cold_run_maps_classes_from_the_install_archive_and_compiles_wit
         [CLI, "run", "--config", str(lake.config_path), "--pipeline", "shop"],
         capture_output=True,
         text=True,
-        env={**os.environ, "SPARK_SUBMIT_OPTS": options},
+        env={**os.environ, "SPARK_SUBMIT_OPTS": options, "PYTHONPROFILEIMPORTTIME": "1"},
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -79,6 +78,17 @@ def test_a_small_cold_run_maps_classes_from_the_install_archive_and_compiles_wit
     # came from the archive (the others were first used by steps the install's run did not take).
     assert spark["archive"] > 0.9 * (spark["archive"] + spark["jar"]), spark
     assert iceberg["archive"] > 0.5 * (iceberg["archive"] + iceberg["jar"]), iceberg
+    # Its expressions were interpreted: of the classes Spark generates for a plan, only the
+    # partial aggregation's row joiner, which has no interpreted form, was compiled.
+    loaded = [line.split("] ", 1)[-1].split(" source: ")[0] for line in log.read_text().split("\n")]
+    assert "org.apache.spark.sql.catalyst.expressions.InterpretedUnsafeProjection" in loaded
+    generated = [name for name in loaded if ".GeneratedClass$" in name]
+    assert generated == [
+        "org.apache.spark.sql.catalyst.expressions.GeneratedClass$SpecificUnsafeRowJoiner"
+    ]
+    # Reading its lines in the driver did not import setuptools' distutils (arrow_frames).
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()]
+    assert "pyarrow" in imported and "distutils" not in imported
 
 
 def test_only_a_small_planned_batch_gets_the_quick_compiler_alone() -> None:
@@ -88,3 +98,30 @@ def test_only_a_small_planned_batch_gets_the_quick_compiler_alone() -> None:
     assert not small_batch(SMALL_BATCH_BYTES + 1)
     # A run that cannot tell its size (a replay, a batch to resume) keeps both compilers.
     assert not small_batch(None)
+
+
+def test_only_a_tiny_planned_batch_interprets_its_expressions() -> None:
+    from cdc_ingest.spark_session import (
+        DRIVER_OPTIONS,
+        INTERPRETED_EXPRESSIONS,
+        QUICK_COMPILER_ONLY,
+        SMALL_BATCH_BYTES,
+        TINY_BATCH_BYTES,
+        session_conf,
+        sized_for_batch,
+    )
+
+    conf = session_conf()
+    tiny = sized_for_batch(conf, TINY_BATCH_BYTES)
+    assert tiny[DRIVER_OPTIONS].endswith(QUICK_COMPILER_ONLY)
+    assert tiny["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
+    assert tiny["spark.sql.codegen.wholeStage"] == "false"
+    small = sized_for_batch(conf, SMALL_BATCH_BYTES)
+    assert small[DRIVER_OPTIONS].endswith(QUICK_COMPILER_ONLY)
+    assert not set(INTERPRETED_EXPRESSIONS) & set(small)
+    assert sized_for_batch(conf, SMALL_BATCH_BYTES + 1) == conf
+    assert sized_for_batch(conf, None) == conf
+    # A pipelines file that chooses code generation keeps it.
+    chosen = {**conf, "spark.sql.codegen.wholeStage": "true"}
+    assert sized_for_batch(chosen, 1)["spark.sql.codegen.wholeStage"] == "true"
+

@@ -33,19 +33,27 @@ def collect_arrow(rows: DataFrame) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
-def arrow_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
+def arrow_frame(spark: SparkSession, rows: pa.Table, ddl: str | None = None) -> DataFrame:
     """``rows`` as a Spark DataFrame, streamed to the JVM as Arrow batches, as
-    ``createDataFrame`` streams a pandas frame's (PySpark 3.5 takes no Arrow table)."""
+    ``createDataFrame`` streams a pandas frame's (PySpark 3.5 takes no Arrow table).
+
+    ``ddl``: the frame's Spark schema where the caller knows it. PySpark's own conversion of an
+    Arrow schema imports ``distutils`` (setuptools' shim, about 0.3 CPU-s), a tenth of what a
+    cold 1-line run pays beyond a bare session (docs/performance.md)."""
     import pyarrow as pa
     from pyspark.sql import DataFrame
     from pyspark.sql.pandas.serializers import ArrowStreamSerializer
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     fields = [pa.field(f.name, small_offsets(f.type), f.nullable) for f in rows.schema]
     rows = rows.cast(pa.schema(fields)).combine_chunks()
-    schema = from_arrow_schema(rows.schema)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
+    if ddl is None:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        schema_json = from_arrow_schema(rows.schema).json()
+    else:
+        schema_json = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json()
 
     def reader(path: str) -> Any:
         return jvm.PythonSQLUtils.readArrowStreamFromFile(path)
@@ -55,7 +63,7 @@ def arrow_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
 
     batches = rows.to_batches() or [pa.RecordBatch.from_pylist([], schema=rows.schema)]
     stream = spark.sparkContext._serialize_to_jvm(batches, ArrowStreamSerializer(), reader, server)
-    frame = jvm.PythonSQLUtils.toDataFrame(stream, schema.json(), spark._jsparkSession)
+    frame = jvm.PythonSQLUtils.toDataFrame(stream, schema_json, spark._jsparkSession)
     return DataFrame(frame, spark)
 
 

@@ -29,7 +29,7 @@ COLD_HELP = "start Spark in this process even if a warm engine answers"
 # Where a run's Spark session comes from: a cold run builds its own; a warm engine hands out one
 # of its sessions (cdc_ingest.engine.server).
 # The last argument: the planned batch's bytes (None: not known), which a cold driver's JIT
-# settings depend on (spark_session.small_batch).
+# settings depend on (spark_session.sized_for_batch).
 SessionFactory = Callable[
     ["CatalogConfig", str, "LineageConfig | None", "int | None"], "SparkSession"
 ]
@@ -38,11 +38,9 @@ SessionFactory = Callable[
 def cold_session(
     catalog: CatalogConfig, app_name: str, lineage: LineageConfig | None, planned: int | None
 ) -> SparkSession:
-    from cdc_ingest.spark_session import build_session, small_batch
+    from cdc_ingest.spark_session import build_session
 
-    return build_session(
-        catalog, app_name=app_name, lineage=lineage, quick_compiler_only=small_batch(planned)
-    )
+    return build_session(catalog, app_name=app_name, lineage=lineage, planned_bytes=planned)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -56,14 +56,14 @@ def submit_conf(overrides: dict[str, str]) -> dict[str, str]:
     Later entries win, except that JVM options set there keep each of the job's HotSpot flags
     (``JVM_FLAGS``) they do not name: replacing them would silently slow every stage that
     generates a huge method, or every batch that keeps rows live; nor the driver's class archive
-    (``jvm_archive``), unless they name one.
+    (``jvm_archive``), unless they name one or load an agent.
     """
     conf = {**session_conf(), **overrides}
     for key in JVM_OPTION_KEYS:
         if key in overrides:
             kept = [option for flag, option in JVM_FLAGS.items() if flag not in overrides[key]]
             if key == DRIVER_OPTIONS and "SharedArchiveFile" not in overrides[key]:
-                kept.append(driver_options())
+                kept.append(driver_options(overrides[key]))
             conf[key] = " ".join([*kept, overrides[key]]).strip()
     return conf
 
@@ -124,11 +124,39 @@ def configure_catalog(spark: SparkSession, catalog: CatalogConfig) -> None:
 # compiled code serves every later batch, keeps both.
 SMALL_BATCH_BYTES = int(os.environ.get("CDC_INGEST_SMALL_BATCH_BYTES", str(8 * 2**20)))
 QUICK_COMPILER_ONLY = "-XX:TieredStopAtLevel=1"
+# A cold run of a batch smaller still has Spark interpret its expressions instead of generating
+# and compiling code for them: a cold JVM compiles each generated class with Janino, itself not
+# compiled yet, for a plan that then runs over a few rows. Measured on 29 November 2026 (C1
+# only, medians of four alternating runs): a 1-line batch 9.22 CPU-s with code generation, 8.06
+# interpreted; 1 MB of lines 9.73 and 9.18; 8 MB 12.09 and 13.52, where the rows pay.
+TINY_BATCH_BYTES = int(os.environ.get("CDC_INGEST_TINY_BATCH_BYTES", str(2**20)))
+INTERPRETED_EXPRESSIONS = {
+    "spark.sql.codegen.wholeStage": "false",
+    # Spark's own switch between generated and interpreted projections, predicates and
+    # orderings (an internal setting its tests run both ways).
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 
 def small_batch(planned_bytes: int | None) -> bool:
     """Whether a cold run of ``planned_bytes`` (None: not known) is small enough for C1 only."""
     return planned_bytes is not None and planned_bytes <= SMALL_BATCH_BYTES
+
+
+def sized_for_batch(conf: dict[str, str], planned_bytes: int | None) -> dict[str, str]:
+    """``conf`` for a driver started cold for one batch of ``planned_bytes`` (None: not known):
+    C1 only for a small batch, interpreted expressions for a tiny one, unless ``conf`` (the
+    pipelines file's ``spark.conf``) chooses either itself."""
+    if not small_batch(planned_bytes):
+        return conf
+    sized = dict(conf)
+    if "TieredStopAtLevel" not in sized[DRIVER_OPTIONS]:
+        sized[DRIVER_OPTIONS] = f"{sized[DRIVER_OPTIONS]} {QUICK_COMPILER_ONLY}"
+    assert planned_bytes is not None
+    if planned_bytes <= TINY_BATCH_BYTES:
+        for key, value in INTERPRETED_EXPRESSIONS.items():
+            sized.setdefault(key, value)
+    return sized
 
 
 # A warm engine's heap is fixed at its size and touched at start, as long-lived JVM services run
@@ -155,13 +183,14 @@ def build_session(
     app_name: str = "cdc-ingest",
     lineage: LineageConfig | None = None,
     extra_conf: dict[str, str] | None = None,
-    quick_compiler_only: bool = False,
+    planned_bytes: int | None = None,
     long_lived: bool = False,
 ) -> SparkSession:
     """The job's Spark session: local[*] unless spark-submit or SPARK_MASTER says otherwise;
     with ``lineage``, reporting to OpenLineage (under spark-submit its conf says so already);
-    with ``quick_compiler_only``, a driver JVM started here compiles with C1 only (a small cold
-    batch: ``small_batch``); ``long_lived`` (a warm engine), its heap fixed (``fixed_heap``).
+    ``planned_bytes``: the bytes of the one batch a driver started here runs (a cold run), which
+    its compiler settings follow (``sized_for_batch``); ``long_lived`` (a warm engine), its heap
+    fixed (``fixed_heap``).
 
     A warm engine builds it with no catalog (each batch's session registers its own) and with
     the pipelines file's ``spark.conf`` as ``extra_conf``, as spark-submit would pass them."""
@@ -176,8 +205,7 @@ def build_session(
             builder = builder.config(key, value)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = submit_conf(extra_conf) if extra_conf else session_conf()
-    if quick_compiler_only and "TieredStopAtLevel" not in conf[DRIVER_OPTIONS]:
-        conf[DRIVER_OPTIONS] = f"{conf[DRIVER_OPTIONS]} {QUICK_COMPILER_ONLY}"
+    conf = sized_for_batch(conf, planned_bytes)
     if long_lived:
         conf = fixed_heap(conf)
     for key, value in {**conf, **(catalog_conf(catalog) if catalog else {})}.items():

@@ -288,7 +288,7 @@ def _read_in_driver(spark: SparkSession, files: list[tuple[int, LandedFile]]) ->
     )
     schema = _lines_arrow_schema()
     batches = list(_lines_batches([listed], S3Access.from_env()))
-    return arrow_frame(spark, pa.Table.from_batches(batches, schema))
+    return arrow_frame(spark, pa.Table.from_batches(batches, schema), LINES_SCHEMA)
 
 
 def to_records(lines: DataFrame, envelope: str) -> DataFrame:
