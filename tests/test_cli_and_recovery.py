@@ -191,3 +191,23 @@ def test_a_run_with_nothing_new_answers_without_starting_a_jvm(lake):
     lake.land("accounts", "002.json", [c.insert({"id": 2, "owner": "b", "balance": 2}, 2000)])
     busy = cli("run", *config, env=no_jvm)
     assert busy.returncode != 0 and "nothing new" not in busy.stdout
+
+
+def test_a_driver_jvm_that_cannot_start_is_one_line_and_exit_2(lake):
+    """A JVM option it refuses (here an agent that is not there) ends the driver before Spark
+    answers: one line, not pyspark's traceback, and the batch stays pending."""
+    c = Changes("debezium-json")
+    lake.add_pipeline("accounts", "debezium-json", **FORMATS["debezium-json"]["options"])
+    lake.land("accounts", "001.json", [c.insert({"id": 1, "owner": "a", "balance": 1}, 1000)])
+    config = ("--config", str(lake.config_path), "--pipeline", "accounts", "--cold")
+    done = cli("run", *config, env={"SPARK_SUBMIT_OPTS": "-javaagent:/nonexistent/agent.jar"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    ours = [line for line in done.stderr.splitlines() if line.startswith("cdc-ingest:")]
+    assert ours == [
+        "cdc-ingest: error: pipeline accounts: catalog or engine failure: the Spark driver's "
+        "JVM exited as it started (its own message is above)"
+    ]
+    rerun = cli("run", *config)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert lake.rows("accounts") == [{"id": 1, "owner": "a", "balance": 1}]

@@ -125,3 +125,72 @@ def test_only_a_tiny_planned_batch_interprets_its_expressions() -> None:
     chosen = {**conf, "spark.sql.codegen.wholeStage": "true"}
     assert sized_for_batch(chosen, 1)["spark.sql.codegen.wholeStage"] == "true"
 
+
+AGENT = """
+import java.lang.instrument.ClassFileTransformer;
+import java.lang.instrument.Instrumentation;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.ProtectionDomain;
+
+public class Agent {
+    public static void premain(String marker, Instrumentation instrumentation) throws Exception {
+        instrumentation.addTransformer(new ClassFileTransformer() {
+            public byte[] transform(ClassLoader loader, String name, Class<?> redefined,
+                    ProtectionDomain domain, byte[] bytes) {
+                return null;
+            }
+        }, true);
+        Files.writeString(Path.of(marker), "started");
+    }
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_cold_run_with_a_java_agent_loads_its_classes_from_the_jars(
+    lake: Any, tmp_path: Path
+) -> None:
+    """A driver that maps the archive and runs a class-transforming agent (as APM agents are)
+    dies with SIGSEGV in HotSpot 17 before it answers; such a driver goes without the archive."""
+    source = tmp_path / "Agent.java"
+    source.write_text(AGENT)
+    (tmp_path / "manifest.txt").write_text("Premain-Class: Agent\nCan-Retransform-Classes: true\n")
+    subprocess.run(["javac", "-d", str(tmp_path), str(source)], check=True)
+    agent = tmp_path / "agent.jar"
+    classes = [p.name for p in tmp_path.glob("Agent*.class")]
+    subprocess.run(["jar", "cfm", str(agent), "manifest.txt", *classes], cwd=tmp_path, check=True)
+    _land_one_line(lake)
+    marker = tmp_path / "agent-started"
+    done = subprocess.run(
+        [CLI, "run", "--config", str(lake.config_path), "--pipeline", "shop"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "JAVA_TOOL_OPTIONS": f"-javaagent:{agent}={marker}"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert marker.read_text() == "started"
+    assert lake.rows("items") == [{"id": 1, "v": "a"}]
+    assert not list(tmp_path.glob("hs_err_pid*.log"))
+
+
+def test_the_archive_is_left_out_where_a_driver_hooks_class_loading(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cdc_ingest import jvm_archive
+    from cdc_ingest.spark_session import DRIVER_OPTIONS, submit_conf
+
+    archive = tmp_path / "driver.jsa"
+    archive.write_bytes(b"archive")
+    monkeypatch.setenv(jvm_archive.ARCHIVE_VARIABLE, str(archive))
+    for name in jvm_archive.JVM_OPTION_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert str(archive) in jvm_archive.driver_options()
+    assert jvm_archive.driver_options("-javaagent:/opt/otel/agent.jar") == ""
+    assert jvm_archive.driver_options("-XX:StartFlightRecording=duration=60s") == ""
+    assert str(archive) in submit_conf({DRIVER_OPTIONS: "-Dx=1"})[DRIVER_OPTIONS]
+    assert str(archive) not in submit_conf({DRIVER_OPTIONS: "-agentpath:/a.so"})[DRIVER_OPTIONS]
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-javaagent:/opt/dd/dd-java-agent.jar")
+    assert jvm_archive.driver_options() == ""

@@ -112,8 +112,10 @@ def _engine_failure(config: Config, pipeline_name: str, exc: Exception) -> int:
 def _failure_line(exc: BaseException) -> str | None:
     """The first line of a JVM-side failure (py4j, pyspark's captured exceptions), of a catalog
     database's (the namespace lock's SQLAlchemy connection), of pyiceberg's appends or of a
-    connection failure; None for anything else (a bug, to be seen with its traceback)."""
+    connection failure, or a driver JVM that exited as it started (its own words are above it,
+    where it wrote them); None for anything else (a bug, to be seen with its traceback)."""
     from py4j.protocol import Py4JError, Py4JJavaError
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.errors.exceptions.captured import CapturedException
     from sqlalchemy.exc import DBAPIError
 
@@ -128,6 +130,8 @@ def _failure_line(exc: BaseException) -> str | None:
         text = str(exc)
     elif isinstance(exc, (CapturedException, Py4JError, ConnectionError)):
         text = f"{type(exc).__name__}: {exc}"
+    elif isinstance(exc, PySparkRuntimeError) and exc.getErrorClass() == "JAVA_GATEWAY_EXITED":
+        text = "the Spark driver's JVM exited as it started (its own message is above)"
     else:
         return None
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]

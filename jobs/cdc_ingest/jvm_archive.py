@@ -28,6 +28,24 @@ from pathlib import Path
 ARCHIVE_VARIABLE = "CDC_INGEST_JVM_ARCHIVE"
 # The JVM's own messages about an archive it cannot use (another Java, other jars) stay quiet.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# HotSpot 17 dies with SIGSEGV (in KlassFactory::check_shared_class_file_load_hook) within a
+# second of starting a JVM that maps a dynamic archive and hooks class loading: a Java agent that
+# transforms classes (an APM agent, OpenTelemetry's) or a flight recording. Such a driver loads
+# its classes from the jars instead (tests/test_jvm_archive.py starts one).
+CLASS_LOAD_HOOKS = (
+    "-javaagent",
+    "-agentlib",
+    "-agentpath",
+    "StartFlightRecording",
+    "FlightRecorder",
+)
+# Where a driver's JVM takes options from besides its own (spark-submit reads SPARK_SUBMIT_OPTS).
+JVM_OPTION_VARIABLES = (
+    "JAVA_TOOL_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "_JAVA_OPTIONS",
+    "SPARK_SUBMIT_OPTS",
+)
 
 
 def archive_path() -> Path:
@@ -38,10 +56,19 @@ def archive_path() -> Path:
     return Path(sys.prefix) / "share" / "cdc-ingest" / "jvm" / "driver.jsa"
 
 
-def driver_options() -> str:
-    """JVM options that map the archive into a driver, or nothing where there is none."""
+def driver_options(options: str = "") -> str:
+    """JVM options that map the archive into a driver, or nothing where there is none or where
+    the driver's other ``options`` or its environment hook class loading."""
     path = archive_path()
-    return f"-XX:SharedArchiveFile={path} {QUIET}" if path.is_file() else ""
+    if not path.is_file() or hooks_class_loading(options):
+        return ""
+    return f"-XX:SharedArchiveFile={path} {QUIET}"
+
+
+def hooks_class_loading(options: str = "") -> bool:
+    """Whether a driver started with ``options`` (and this environment) hooks class loading."""
+    given = " ".join([options, *(os.environ.get(name, "") for name in JVM_OPTION_VARIABLES)])
+    return any(hook in given for hook in CLASS_LOAD_HOOKS)
 
 
 def _workload(root: Path) -> None:
