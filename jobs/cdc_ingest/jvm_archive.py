@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 ARCHIVE_VARIABLE = "CDC_INGEST_JVM_ARCHIVE"
@@ -65,9 +66,11 @@ def driver_options(options: str = "") -> str:
     return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
-def hooks_class_loading(options: str = "") -> bool:
-    """Whether a driver started with ``options`` (and this environment) hooks class loading."""
-    given = " ".join([options, *(os.environ.get(name, "") for name in JVM_OPTION_VARIABLES)])
+def hooks_class_loading(options: str = "", environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a driver started with ``options`` (and ``environ``, by default this process's
+    environment) hooks class loading."""
+    environ = os.environ if environ is None else environ
+    given = " ".join([options, *(environ.get(name, "") for name in JVM_OPTION_VARIABLES)])
     return any(hook in given for hook in CLASS_LOAD_HOOKS)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cdc_ingest.catalog.properties import spark_catalog_conf
@@ -47,7 +48,9 @@ DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
 JVM_OPTION_KEYS = (DRIVER_OPTIONS, "spark.executor.extraJavaOptions")
 
 
-def submit_conf(overrides: dict[str, str]) -> dict[str, str]:
+def submit_conf(
+    overrides: dict[str, str], class_archive: Callable[[str], str] = driver_options
+) -> dict[str, str]:
     """spark-submit's conf: session settings, then a pipelines file's own.
 
     The catalog's settings are not among them: the job's driver sets them when it builds its
@@ -56,20 +59,21 @@ def submit_conf(overrides: dict[str, str]) -> dict[str, str]:
     Later entries win, except that JVM options set there keep each of the job's HotSpot flags
     (``JVM_FLAGS``) they do not name: replacing them would silently slow every stage that
     generates a huge method, or every batch that keeps rows live; nor the driver's class archive
-    (``jvm_archive``), unless they name one or load an agent.
+    (``jvm_archive``), unless they name one or load an agent. ``class_archive``: the archive's
+    options for a driver of the given other options (a DAG's renders them on its worker).
     """
-    conf = {**session_conf(), **overrides}
+    conf = {**session_conf(class_archive), **overrides}
     for key in JVM_OPTION_KEYS:
         if key in overrides:
             kept = [option for flag, option in JVM_FLAGS.items() if flag not in overrides[key]]
             if key == DRIVER_OPTIONS and "SharedArchiveFile" not in overrides[key]:
-                kept.append(driver_options(overrides[key]))
+                kept.append(class_archive(overrides[key]))
             conf[key] = " ".join([*kept, overrides[key]]).strip()
     return conf
 
 
-def session_conf() -> dict[str, str]:
-    """Settings the job relies on regardless of catalog."""
+def session_conf(class_archive: Callable[[str], str] = driver_options) -> dict[str, str]:
+    """Settings the job relies on regardless of catalog (``class_archive``: as ``submit_conf``)."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     return {
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
@@ -104,7 +108,7 @@ def session_conf() -> dict[str, str]:
         **{key: JVM_OPTIONS for key in JVM_OPTION_KEYS},
         # The driver maps the classes an install archived (the executors of a cluster do not:
         # their class path is another).
-        DRIVER_OPTIONS: f"{JVM_OPTIONS} {driver_options()}".strip(),
+        DRIVER_OPTIONS: f"{JVM_OPTIONS} {class_archive(JVM_OPTIONS)}".strip(),
         "spark.pyspark.python": python,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -52,14 +52,13 @@ from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
 from cdc_ingest_airflow.lake_state import batch_summary, has_work
 from cdc_ingest_airflow.maintenance_dag import build_maintenance_dag
 from cdc_ingest_airflow.spark_job import (
-    JARS_MACRO,
     START_DATE,
     TAG,
     application_path,
     env_vars,
     jars_template,
     spark_conf,
-    submit_jars,
+    task_macros,
 )
 
 DAG_ID_PREFIX = "ingest_"
@@ -175,7 +174,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         max_active_runs=1,
         default_args={"retries": pipeline.retries, "retry_delay": RETRY_DELAY},
         tags=[TAG, pipeline.format],
-        user_defined_macros={JARS_MACRO: submit_jars},
+        user_defined_macros=task_macros(),
         doc_md=_doc_md(config, pipeline, application),
         params=params(),
     ) as dag:

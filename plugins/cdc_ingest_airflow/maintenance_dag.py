@@ -30,7 +30,7 @@ from cdc_ingest_airflow.spark_job import (
     application_path,
     env_vars,
     spark_conf,
-    submit_jars,
+    task_macros,
 )
 
 MAINTAIN_DAG_ID_PREFIX = "maintain_"
@@ -73,7 +73,7 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         max_active_runs=1,
         default_args={"retries": pipeline.retries, "retry_delay": RETRY_DELAY},
         tags=[TAG, MAINTENANCE_TAG],
-        user_defined_macros={JARS_MACRO: submit_jars},
+        user_defined_macros=task_macros(),
         doc_md=(
             f"Runs `rewrite_data_files`, `rewrite_position_delete_files`, `expire_snapshots` "
             f"(keeping {_retain(pipeline)}) and `remove_orphan_files` (older than "

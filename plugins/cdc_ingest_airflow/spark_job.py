@@ -15,11 +15,15 @@ from pathlib import Path
 
 from cdc_ingest.config import Config
 from cdc_ingest.jars import artifact_paths
+from cdc_ingest.jvm_archive import driver_options, hooks_class_loading
 from cdc_ingest.lineage import OPENLINEAGE_SPARK, lineage_conf
 from cdc_ingest.spark_session import job_jars, submit_conf
 
 TAG = "cdc-ingest"
 JARS_MACRO = "cdc_ingest_jars"
+# The driver's class archive is chosen where the task runs: the archive is that machine's, and so
+# are the Java agents its environment may add (jvm_archive.hooks_class_loading).
+ARCHIVE_MACRO = "cdc_ingest_class_archive"
 # Fixed and in the past so that schedules are stable across parses; catchup is off, so only the
 # latest interval ever runs.
 START_DATE = datetime(2024, 1, 1, tzinfo=UTC)
@@ -84,7 +88,19 @@ def jars_template(config: Config) -> str:
 
 def spark_conf(config: Config, lineage: bool = True) -> dict[str, str]:
     """spark-submit's conf; with ``lineage``, the pipelines file's OpenLineage settings."""
-    return submit_conf({**(lineage_conf(config.lineage) if lineage else {}), **config.spark.conf})
+    overrides = {**(lineage_conf(config.lineage) if lineage else {}), **config.spark.conf}
+    return submit_conf(overrides, class_archive=_archive_when_rendered)
+
+
+def _archive_when_rendered(options: str) -> str:
+    """The driver's class archive options as a template rendered on the worker, unless the
+    pipelines file's own ``options`` load an agent."""
+    return "" if hooks_class_loading(options, environ={}) else "{{ " + ARCHIVE_MACRO + "() }}"
+
+
+def task_macros() -> dict[str, object]:
+    """The macros a DAG's spark-submit tasks render on the worker."""
+    return {JARS_MACRO: submit_jars, ARCHIVE_MACRO: driver_options}
 
 
 def env_vars(jobs: Path) -> dict[str, str]:
