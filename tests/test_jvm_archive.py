@@ -74,10 +74,11 @@ def test_a_tiny_cold_run_maps_archived_classes_compiles_with_c1_and_interprets_e
     ]
     assert compilers[:4] == ["intx", "TieredStopAtLevel", "=", "1"], compilers
     spark, iceberg = _sources(log, "org.apache.spark."), _sources(log, "org.apache.iceberg.")
-    # Measured: 98% of the Spark classes and 66% of the Iceberg classes read from a class file
-    # came from the archive (the others were first used by steps the install's run did not take).
+    # Measured: 99% of the Spark classes and 99% of the Iceberg classes read from a class file
+    # came from the archive (72% of Iceberg's before the install's run linked what it loaded:
+    # an archive holds only linked classes).
     assert spark["archive"] > 0.9 * (spark["archive"] + spark["jar"]), spark
-    assert iceberg["archive"] > 0.5 * (iceberg["archive"] + iceberg["jar"]), iceberg
+    assert iceberg["archive"] > 0.95 * (iceberg["archive"] + iceberg["jar"]), iceberg
     # Its expressions were interpreted: of the classes Spark generates for a plan, only the
     # partial aggregation's row joiner, which has no interpreted form, was compiled.
     loaded = [line.split("] ", 1)[-1].split(" source: ")[0] for line in log.read_text().split("\n")]
