@@ -83,10 +83,10 @@ def test_a_tiny_cold_run_maps_archived_classes_compiles_with_c1_and_interprets_e
     # partial aggregation's row joiner, which has no interpreted form, was compiled.
     loaded = [line.split("] ", 1)[-1].split(" source: ")[0] for line in log.read_text().split("\n")]
     assert "org.apache.spark.sql.catalyst.expressions.InterpretedUnsafeProjection" in loaded
-    generated = [name for name in loaded if ".GeneratedClass$" in name]
-    assert generated == [
+    generated = {name for name in loaded if ".GeneratedClass$" in name}
+    assert generated == {
         "org.apache.spark.sql.catalyst.expressions.GeneratedClass$SpecificUnsafeRowJoiner"
-    ]
+    }
     # Reading its lines in the driver did not import setuptools' distutils (arrow_frames).
     imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()]
     assert "pyarrow" in imported and "distutils" not in imported
