@@ -383,26 +383,3 @@ def test_alerts_are_validated_and_found_in_a_batch_summary() -> None:
         parse_alerts({"lag": "1m"})
     with pytest.raises(AlertsConfigError, match="not the import path of a notifier class"):
         parse_alerts({"notifier": "smtp"})
-
-
-@pytest.mark.usefixtures("clean_env")
-def test_the_driver_class_archive_is_chosen_where_the_task_runs(
-    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The DAG processor's environment is not the worker's: a worker that adds a Java agent
-    (JAVA_TOOL_OPTIONS) must not map the archive, or its driver dies as it starts."""
-    from cdc_ingest.jvm_archive import ARCHIVE_VARIABLE
-
-    archive = tmp_path / "driver.jsa"
-    archive.write_bytes(b"archive")
-    monkeypatch.setenv("CDC_INGEST_CONFIG", str(config_file))
-    bag = dagbag()
-    for dag_id in ("ingest_orders_ld", "maintain_orders_ld"):
-        dag = bag.dags[dag_id]
-        [task] = [t for t in dag.tasks if getattr(t, "conf", None)]
-        options = dag.get_template_env().from_string(task.conf["spark.driver.extraJavaOptions"])
-        monkeypatch.setenv(ARCHIVE_VARIABLE, str(archive))
-        assert f"-XX:SharedArchiveFile={archive}" in options.render().split()
-        monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-javaagent:/opt/agent/agent.jar")
-        assert "SharedArchiveFile" not in options.render()
-        monkeypatch.delenv("JAVA_TOOL_OPTIONS")

@@ -195,3 +195,28 @@ def test_the_archive_is_left_out_where_a_driver_hooks_class_loading(
     assert str(archive) not in submit_conf({DRIVER_OPTIONS: "-agentpath:/a.so"})[DRIVER_OPTIONS]
     monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-javaagent:/opt/dd/dd-java-agent.jar")
     assert jvm_archive.driver_options() == ""
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_the_driver_class_archive_is_chosen_where_the_task_runs(
+    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DAG processor's environment is not the worker's: a worker that adds a Java agent
+    (JAVA_TOOL_OPTIONS) must not map the archive, or its driver dies as it starts."""
+    from cdc_ingest.jvm_archive import ARCHIVE_VARIABLE
+
+    archive = tmp_path / "driver.jsa"
+    archive.write_bytes(b"archive")
+    monkeypatch.setenv("CDC_INGEST_CONFIG", str(config_file))
+    from dag_fixtures import dagbag
+
+    bag = dagbag()
+    for dag_id in ("ingest_orders_ld", "maintain_orders_ld"):
+        dag = bag.dags[dag_id]
+        [task] = [t for t in dag.tasks if getattr(t, "conf", None)]
+        options = dag.get_template_env().from_string(task.conf["spark.driver.extraJavaOptions"])
+        monkeypatch.setenv(ARCHIVE_VARIABLE, str(archive))
+        assert f"-XX:SharedArchiveFile={archive}" in options.render().split()
+        monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-javaagent:/opt/agent/agent.jar")
+        assert "SharedArchiveFile" not in options.render()
+        monkeypatch.delenv("JAVA_TOOL_OPTIONS")
