@@ -18,8 +18,9 @@ from conftest import Lake
 def test_a_row_another_writer_changed_after_the_classification_is_not_overwritten(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdc_ingest.apply import keyed
+    from cdc_ingest.apply import existing_tables, keyed
 
+    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 1)  # merged alone, not rewritten
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
     lake.land("shop", "001b.json", [canal_message("orders", "INSERT", {"id": 2, "v": "x"}, 2)])
@@ -49,7 +50,8 @@ def test_inserts_after_another_writers_commit_are_merged_not_appended(
 
     module: Any = keyed
     counts = "action_counts"
-    # The group path needs two tables (a group of one is applied alone).
+    # The group path needs two tables (a group of one table larger than a rewrite is applied
+    # alone).
     items = [canal_message("items", "INSERT", {"id": 1, "v": "i"}, 3)] if path == "a group" else []
     if path == "one table":
         monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 2)  # applied by keyed.apply_table

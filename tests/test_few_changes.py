@@ -33,6 +33,14 @@ def _canal(
     }
 
 
+@pytest.fixture(autouse=True)
+def merged_not_rewritten(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables here stand for large ones: merged, not rewritten whole by pyiceberg."""
+    from cdc_ingest.apply import existing_tables
+
+    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 50)
+
+
 @pytest.fixture
 def spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """What the narrowed path did: the semi-joins built, the conditions listed."""
@@ -68,7 +76,6 @@ def path_taken(
     if path == "one table":
         monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 2)  # applied by keyed.apply_table
     else:
-        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 50)  # merged, not rewritten
         write_small = existing_tables.ExistingGroup.write_small
 
         def recorded(self: Any, table: Any, *args: Any) -> bool:
@@ -81,7 +88,8 @@ def path_taken(
 
 def _and_items(path: str, changes: list[dict[str, Any]], es: int) -> list[dict[str, Any]]:
     """``changes``, and on the group path a change of ``items`` key 1 at ``es``: a group of one
-    table is applied alone, so the batch changes a second table of the same columns."""
+    table larger than a rewrite is applied alone, so the batch changes a second table of the
+    same columns."""
     if path == "one table":
         return changes
     return [*changes, _canal("INSERT", [{"id": 1, "v": f"i{es}"}], es, ["id"], "items")]
@@ -158,12 +166,8 @@ def test_listed_text_keys_of_a_composite_key_are_literals(
 
 
 def test_tables_classified_together_read_only_the_rows_of_a_few_changes(
-    lake: Lake, spied: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+    lake: Lake, spied: dict[str, list[Any]]
 ) -> None:
-    from cdc_ingest.apply import existing_tables
-
-    # Tables of more rows than this are read and merged by Spark, not rewritten by pyiceberg.
-    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 50)
     lake.add_pipeline("shop", "canal-json")
     rows = [{"id": i, "v": "a"} for i in range(1, 201)]
     lake.land(

@@ -64,10 +64,10 @@ def test_a_batch_records_its_stages_and_the_apply_steps(lake: Any) -> None:
     second = StageTimings()
     with recording(second):
         lake.run("shop")
-    assert "apply/merge into table" in second.spent
+    assert "apply/rewrite small table" in second.spent
     assert "apply/append to created table" not in second.spent
     for path, (wall, _) in second.spent.items():
         parent = path.rpartition("/")[0]
         assert not parent or wall <= second.spent[parent][0], path
     lines = render_phases(second)
-    assert any(line.split()[0:3] == ["merge", "into", "table"] for line in lines)
+    assert any(line.split()[0:3] == ["rewrite", "small", "table"] for line in lines)

@@ -57,6 +57,25 @@ class SmallTableRewrites:
             with warehouse_failures(f"pyiceberg commit of {len(rewrites.staged)} rewrites"):
                 rewrites.commit(self._opened())
 
+    def rewritable(self, identifier: str, max_rows: int) -> bool:
+        """Whether ``read_columns`` would read the table for a rewrite (at most ``max_rows``
+        rows, no delete files, written as Spark would write it), from the load its preparation
+        made (``table_facts``) or one kept for that read.
+
+        Raises:
+            WarehouseWriteError: the catalog or the warehouse failed.
+        """
+        _, namespace, name = unquoted(identifier)
+        with warehouse_failures(f"pyiceberg load of {namespace}.{name}"):
+            catalog = self._opened()
+            if catalog is None:
+                return False
+            table = self._loaded.get((namespace, name))
+            if table is None:
+                table = self._loaded[(namespace, name)] = catalog.load_table((namespace, name))
+            snapshot = table.current_snapshot()
+            return snapshot is not None and copy_on_write.rewritable(table, snapshot, max_rows)
+
     def read_columns(
         self, identifier: str, columns: list[str], max_rows: int
     ) -> tuple[int, pa.Table] | None:
