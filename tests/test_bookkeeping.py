@@ -103,3 +103,72 @@ def test_system_tables_are_created_through_pyiceberg_as_spark_creates_them(lake,
         assert ours.operations().current().formatVersion() == 2, name
         assert ours.spec().isUnpartitioned() and ours.sortOrder().isUnsorted(), name
         assert ours.location().replace("/ods/", "/by_spark/") == spark.location(), name
+
+
+@pytest.mark.parametrize("lake", [JDBC_FILE, REST_S3], indirect=True)
+def test_a_small_batch_into_a_small_table_asks_spark_nothing_of_the_catalog(lake, monkeypatch):
+    from pyspark.sql import SparkSession
+
+    statements: list[str] = []
+    sql = SparkSession.sql
+
+    def recorded(self: SparkSession, text: str, *args: Any, **kwargs: Any) -> Any:
+        statements.append(" ".join(text.split()[:2]))
+        return sql(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(SparkSession, "sql", recorded)
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.run("shop")
+    # A SQLite catalog's first run: its database is created by Spark's catalog (pyiceberg never
+    # creates one); a REST server's namespace is created by pyiceberg.
+    first = ["CREATE NAMESPACE", "SHOW TABLES"] if lake.kind == JDBC_FILE else []
+    assert statements == first
+    statements.clear()
+    lake.land("shop", "002.json", [canal_message("orders", "UPDATE", {"id": 1, "v": "b"}, 2)])
+
+    assert lake.run("shop").tables["orders"].updated == 1
+
+    # The namespace, its tables, the state, the table's rows and its rewrite: all pyiceberg's.
+    assert statements == []
+    assert lake.rows("orders") == [{"id": 1, "v": "b"}]
+
+
+def test_a_namespace_created_by_pyiceberg_is_one_spark_would_create(lake, monkeypatch):
+    from cdc_ingest.config import load_config
+    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.state.tables import SYSTEM_TABLES, ensure_namespace
+
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.run("shop")  # the catalog's database
+    ensure_namespace(lake.spark, lake.catalog, "by_spark")
+    arrow = ArrowCatalog(load_config(lake.config_path).catalog)
+    catalog = arrow.opened()
+
+    owner = lake.spark.sparkContext._jvm.org.apache.spark.util.Utils.getCurrentUserName()
+    assert arrow.ensure_namespace("by_pyiceberg", owner)
+    # Another pipeline creating it meanwhile: both found it missing, the second insert fails on
+    # the first's key; it is there, which is all a run asks.
+    catalog.create_namespace("raced")
+    asked: list[str] = []
+    exists = catalog.namespace_exists
+
+    def found_missing_first(namespace: str) -> bool:
+        asked.append(namespace)
+        return asked.count(namespace) > 1 and exists(namespace)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(catalog, "namespace_exists", found_missing_first)
+        assert arrow.ensure_namespace("raced", owner)
+    assert asked == ["raced", "raced"]
+
+    properties = catalog.load_namespace_properties
+    assert (
+        properties("by_pyiceberg") == properties("by_spark") == {"exists": "true", "owner": owner}
+    )
+    listed = {r[0] for r in lake.spark.sql(f"SHOW NAMESPACES IN {lake.catalog}").collect()}
+    assert {"by_spark", "by_pyiceberg", "raced"} <= listed
+    assert arrow.table_names("by_pyiceberg") == set() and arrow.table_names("absent") == set()
+    assert arrow.table_names("ods") == {"orders", *SYSTEM_TABLES}
+    arrow.close()

@@ -127,6 +127,22 @@ def test_runs_go_to_the_engine_and_apply_as_cold_runs_do(engine_env, tmp_path):
     assert shop.rows() == [(1, "a2"), (3, "c"), (4, "d")]
 
 
+def test_a_first_batch_into_a_catalog_that_exists_applies_on_the_engine(engine_env, tmp_path):
+    """A catalog database that exists (PostgreSQL's, or a SQLite file made by another tool):
+    pyiceberg creates the namespace, and Spark first meets the batch's catalog in a direct JVM
+    call, which reads the settings of the thread's active session (once the engine's own)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    shop = Pipeline(tmp_path, "ready")
+    SqlCatalog("ready", uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse="file:///unused")
+    shop.land(canal_message("items", "INSERT", {"id": "1", "v": "a"}, 1000))
+
+    done = summary(run(engine_env, shop))
+
+    assert (done["dead_lettered"], done["tables"]["items"]["inserted"]) == (0, 1)
+    assert shop.rows() == [(1, "a")]
+
+
 def test_concurrent_pipelines_are_isolated_and_one_failure_stays_its_own(engine_env, tmp_path):
     good, bad = Pipeline(tmp_path / "good", "good"), Pipeline(tmp_path / "bad", "bad")
     good.land(canal_message("items", "INSERT", {"id": "1", "v": "x"}, 1000))

@@ -129,6 +129,12 @@ class Engine:
             while len(self.sessions) > SESSIONS_KEPT:
                 self.sessions.pop(next(iter(self.sessions)))
         session.sparkContext.setLocalProperty("spark.job.description", app_name)
+        # The batch's thread runs with its session active: a direct JVM call (Iceberg's
+        # Spark3Util, a catalog manager) reads the settings of the thread's active session, not
+        # of the session it is given, and would look for the batch's catalog in the engine's.
+        jvm = session.sparkContext._jvm
+        assert jvm is not None
+        jvm.SparkSession.setActiveSession(session._jsparkSession)
         return session
 
     def _redact_in_event_logs(self, conf: dict[str, str]) -> None:

@@ -89,7 +89,7 @@ def open_run(
     catalog = config.catalog.name
     configure_catalog(spark, config.catalog)
     if options.dry_run:
-        existing = existing_tables(spark, catalog, pipeline.namespace)
+        existing = existing_tables(spark, catalog, pipeline.namespace, arrow)
     else:
         existing = ensure_system_tables(spark, catalog, pipeline.namespace, arrow)
         migrate_system_tables(spark, catalog, pipeline.namespace, existing, arrow)
