@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 import pytest
+from cdc_ingest.apply import existing_tables
 from conftest import Lake
 
 
@@ -36,15 +37,13 @@ def _canal(
 @pytest.fixture(autouse=True)
 def merged_not_rewritten(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tables here stand for large ones: merged, not rewritten whole by pyiceberg."""
-    from cdc_ingest.apply import existing_tables
-
     monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 50)
 
 
 @pytest.fixture
 def spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """What the narrowed path did: the semi-joins built, the conditions listed."""
-    from cdc_ingest.apply import existing_tables, few_keys, keyed, keyed_writes
+    from cdc_ingest.apply import few_keys, keyed, keyed_writes
 
     calls: dict[str, list[Any]] = {"semi_joins": [], "listed": []}
 
@@ -69,7 +68,7 @@ def path_taken(
 ) -> tuple[str, list[str]]:
     """The apply path a parametrized test runs ("one table": ``keyed.apply_table``; "a group":
     ``existing_tables``, each table it writes recorded in the list returned)."""
-    from cdc_ingest.apply import existing_tables, fresh_tables
+    from cdc_ingest.apply import fresh_tables
 
     path: str = request.param
     written: list[str] = []
@@ -87,9 +86,8 @@ def path_taken(
 
 
 def _and_items(path: str, changes: list[dict[str, Any]], es: int) -> list[dict[str, Any]]:
-    """``changes``, and on the group path a change of ``items`` key 1 at ``es``: a group of one
-    table larger than a rewrite is applied alone, so the batch changes a second table of the
-    same columns."""
+    """``changes``, and on the group path a change of ``items`` key 1 at ``es``: a second table
+    of the same columns (a group of one table larger than a rewrite is applied alone)."""
     if path == "one table":
         return changes
     return [*changes, _canal("INSERT", [{"id": 1, "v": f"i{es}"}], es, ["id"], "items")]

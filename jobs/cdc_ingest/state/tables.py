@@ -114,12 +114,11 @@ def ensure_system_tables(
     Created through pyiceberg where ``arrow`` can, as Spark's CREATE TABLE makes them: five
     CREATE TABLE statements cost about 0.3 CPU-s, a fifth of a small batch's first run.
     """
-    listed = None
     if arrow is not None and arrow.ensure_namespace(namespace, _creation_handles(spark).owner):
-        listed = arrow.table_names(namespace)
+        existing = existing_tables(spark, catalog, namespace, arrow)
     else:
         ensure_namespace(spark, catalog, namespace)
-    existing = table_names(spark, catalog, namespace) if listed is None else listed
+        existing = table_names(spark, catalog, namespace)
     for name, columns in SYSTEM_TABLES.items():
         if name in existing:
             continue
@@ -143,8 +142,7 @@ def _column_types(columns: str) -> dict[str, str]:
 def existing_tables(
     spark: SparkSession, catalog: str, namespace: str, arrow: ArrowCatalog | None = None
 ) -> set[str]:
-    """Names of the tables in a namespace, empty if the namespace does not exist; creates none.
-    Listed by pyiceberg where ``arrow`` can."""
+    """Names of a namespace's tables (by pyiceberg where ``arrow`` can); none if it is missing."""
     listed = arrow.table_names(namespace) if arrow is not None else None
     if listed is not None:
         return listed
