@@ -36,6 +36,7 @@ from cdc_ingest.apply.update_images import pair_before_halves
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.evolution import EVOLVE, ignored_rows
 from cdc_ingest.schema.inference import TypeInference
+from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
 from cdc_ingest.schema.target import TargetInventory, TargetTable, prepare_target, table_keys
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import TOMBSTONES, TombstoneIndex, qualified
@@ -136,6 +137,16 @@ def apply_all_tables(
         if only and name not in only:
             summary.skipped_table_messages += inventory.rows.get(name, 0)
             continue
+        refusal = _refused_name(ctx, name)
+        if refusal is not None:
+            # Its changes never reach a table of that name (one of the job's, or a history).
+            rows = inventory.rows.get(name, 0)
+            table_summary, refused = refuse_table(ctx, changes, name, rows, refusal, True)
+            dead.append(refused)
+            for event in by_table.get(name, []):
+                event.status, event.detail = "failed", f"table {name} {why(refusal)}"
+            account(summary, table_summary)
+            continue
         if not appends and not _keyed(spark, batch, base):
             summary.skipped_tables[name] = "append-only: only a full run appends its rows"
             summary.skipped_table_messages += inventory.rows.get(name, 0)
@@ -146,9 +157,6 @@ def apply_all_tables(
             mine = pair_before_halves(batch.cached, changes, name)
             base.moves_keys = True
         try:
-            owner = ctx.table_options.history_owner(name)
-            if owner is not None:
-                raise HistoryNameTaken(owner)
             if name in by_table:
                 table_summary, errors = apply_with_ddl(ctx, name, by_table[name], mine, base)
                 dead += errors
@@ -171,9 +179,7 @@ def apply_all_tables(
                 alone.append(AloneTable(target, created, rows, mine, name in fan_out))
                 continue
         except REFUSED as exc:
-            # A history table's name: its changes never reach it (it may take the owner's history).
-            taken = isinstance(exc, HistoryNameTaken)
-            table_summary, refused = refuse_table(ctx, changes, name, rows, exc, taken)
+            table_summary, refused = refuse_table(ctx, changes, name, rows, exc)
             dead.append(refused)
             for event in by_table.get(name, []):
                 event.status, event.detail = "failed", f"table {name} {why(exc)}"
@@ -186,6 +192,24 @@ def apply_all_tables(
     if arrow is not None:
         arrow.create_pending()  # none should be left; the batch never ends with one missing
     return dead
+
+
+def _refused_name(ctx: TableContext, name: str) -> TableDesignError | None:
+    """Why no mirror may take this name, or None: one of the job's, or another's history."""
+    if is_reserved(name):
+        return ReservedTableName()
+    owner = ctx.table_options.history_owner(name)
+    return HistoryNameTaken(owner) if owner is not None else None
+
+
+class ReservedTableName(TableDesignError):
+    """A source table named like the job's own tables (``_cdc_checkpoints``...)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"it is named like the job's own tables ({RESERVED_RULE}): give the pipeline a table "
+            "template that names it otherwise, or leave it out with exclude_tables"
+        )
 
 
 class HistoryNameTaken(TableDesignError):

@@ -20,6 +20,7 @@ from cdc_ingest.schema.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
 from cdc_ingest.schema.design import creation
 from cdc_ingest.schema.evolution import (
     APPLIED,
+    REJECTED,
     SEGMENT,
     UNCHANGED,
     DdlEvent,
@@ -27,6 +28,7 @@ from cdc_ingest.schema.evolution import (
     segment_of,
     table_level,
 )
+from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
 from cdc_ingest.schema.target import (
     KEYS_PROPERTY,
     SOURCE_DROPPED_PROPERTY,
@@ -230,6 +232,9 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
             if earlier is not None:
                 event.status, event.detail = earlier
                 return
+        if is_reserved(new):
+            event.status, event.detail = REJECTED, f"cannot rename {name} to {new}: {RESERVED_RULE}"
+            return
         if name not in ctx.existing or new in ctx.existing:
             event.status = UNCHANGED
             event.detail = f"cannot rename {name} to {new}: source missing or target exists"

@@ -129,6 +129,10 @@ def cached_columns(
     )
 
 
+# Every format's name of a heartbeat (a record that only says the source is alive, and when).
+HEARTBEAT_OPS = "'HEARTBEAT', 'MHEARTBEAT'"
+
+
 def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory:
     """Count the batch and list its target tables, in one pass that also caches the batch."""
     ok = "_cdc_error IS NULL"
@@ -151,6 +155,8 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             f"CASE WHEN {ok} AND _cdc_before_half THEN _cdc_target END AS before_half_of",
             f"CASE WHEN {ok} AND {SAMPLE_COLUMN} IS NOT NULL THEN _cdc_target END AS sampled_for",
             "(row_in_message = 0) AS first_row",
+            f"({ok} AND _cdc_kind = {literal(NOOP)} AND upper(op) IN ({HEARTBEAT_OPS}))"
+            " AS heartbeat",
         ],
         [
             "count(1) AS count",
@@ -181,6 +187,8 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             files[row["_cdc_file_idx"]] = files.get(row["_cdc_file_idx"], 0) + row["count"]
         if row["_cdc_kind"] in (NOOP, DDL):
             summary.no_row_change += row["count"]
+        if row["heartbeat"]:
+            summary.heartbeats += row["count"]
         if row["_cdc_kind"] == DDL:
             summary.ddl_recorded += row["count"]
         elif row["_cdc_kind"] == DUPLICATE:

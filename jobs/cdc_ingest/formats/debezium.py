@@ -135,7 +135,21 @@ class DebeziumFamilyDecoder(MessageDecoder):
 
         op = F.lower(pick("op"))
         before, after, source = pick("before"), pick("after"), pick("source")
-        kind = F.coalesce(lookup(OPS, op), F.when(pick("ddl").isNotNull(), F.lit(DDL)))
+        # A heartbeat record (topic __debezium-heartbeat.<prefix>) holds its time and nothing else.
+        heartbeat = F.coalesce(
+            op.isNull()
+            & pick("ddl").isNull()
+            & source.isNull()
+            & before.isNull()
+            & after.isNull()
+            & pick("ts_ms").isNotNull(),
+            F.lit(False),
+        )
+        kind = F.coalesce(
+            lookup(OPS, op),
+            F.when(pick("ddl").isNotNull(), F.lit(DDL)),
+            F.when(heartbeat, F.lit(NOOP)),
+        )
         table = source.getItem("table")
         quoted = F.concat(F.lit("`"), F.regexp_replace(table, "`", "``"), F.lit("`"))
         ddl = F.when(op == "t", F.concat(F.lit("TRUNCATE TABLE "), quoted)).otherwise(pick("ddl"))
@@ -143,7 +157,9 @@ class DebeziumFamilyDecoder(MessageDecoder):
         key_names, key_values = self.message_keys(image)
         tombstone = self.is_tombstone(value)
         return Message(
-            op=F.when(tombstone, F.lit("tombstone")).otherwise(pick("op")),
+            op=F.when(tombstone, F.lit("tombstone"))
+            .when(heartbeat, F.lit("heartbeat"))
+            .otherwise(pick("op")),
             kind=F.when(tombstone, F.lit(NOOP)).otherwise(kind),
             table=table,
             order=self.order(source, pick("ts_ms"), F.coalesce(kind == DDL, F.lit(False))),
@@ -159,6 +175,7 @@ class DebeziumFamilyDecoder(MessageDecoder):
             problems=[
                 (tombstone, None),
                 (m.getField("_corrupt").isNotNull(), parse_error(value, self.name, SHAPE)),
+                (heartbeat, None),
                 (op.isNull() & pick("ddl").isNull(), F.lit("message has no op (payload.op)")),
                 (kind.isNull(), unknown("op", pick("op"))),
                 ((op == "t") & table.isNull(), F.lit("TRUNCATE names no table (source.table)")),

@@ -27,6 +27,17 @@ def identifier_part(column: str) -> str:
     return f"lower(regexp_replace(coalesce({column}, ''), {sql_text.literal(_NOT_NAME)}, '_'))"
 
 
+# Names the job keeps for itself: its tables (``_cdc_checkpoints``...) and the columns it adds to
+# every mirror (``_cdc_order``...). A source table or column named so is never written.
+RESERVED_PREFIX = "_cdc_"
+RESERVED_RULE = f"names beginning with {RESERVED_PREFIX} are the job's own"
+
+
+def is_reserved(name: str) -> bool:
+    """Whether a table or column name is one the job keeps for itself (compared without case)."""
+    return name.lower().startswith(RESERVED_PREFIX)
+
+
 # A table's name is a directory of its location: one path segment, at most 255 bytes on common
 # filesystems (and the JDBC catalog's name column holds 255 characters).
 MAX_TABLE_NAME_BYTES = 255

@@ -14,6 +14,7 @@ from cdc_ingest.contract import ColumnType, TypeHint
 from cdc_ingest.formats.base import Decoder
 from cdc_ingest.schema.design import computed_types, creation, evolve_design
 from cdc_ingest.schema.inference import TypeInference
+from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
 from cdc_ingest.schema.types import widens
 from cdc_ingest.stages import stage
 from cdc_ingest.state.order_migration import STAGED_COLUMN, migrate_stored_order, needs_migration
@@ -317,11 +318,18 @@ def refused_columns(names: list[str]) -> dict[str, str]:
     """Column names a table cannot hold, each with the dead letter's reason.
 
     Spark and Iceberg here compare column names without case: ``id`` and ``ID`` cannot both be
-    columns, so changes carrying the later spelling are dead-lettered; and a column needs a name.
+    columns, so changes carrying the later spelling are dead-lettered; a column needs a name; and
+    a source column named like the job's own columns (``RESERVED_PREFIX``) would be one of them.
     """
     first: dict[str, str] = {}
     refused: dict[str, str] = {}
     for name in names:
+        if is_reserved(name):
+            refused[name] = (
+                f"column '{name}': {RESERVED_RULE} (the columns it adds to every mirror): "
+                "the change is not applied"
+            )
+            continue
         if not name.strip():
             refused[name] = (
                 f"column name {name!r} is empty or blank, which a table cannot hold: "

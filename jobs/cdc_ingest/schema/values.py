@@ -333,4 +333,23 @@ def column_error(
     if column_type.encoding in ("datetime", "oms_timestamp", "epoch_seconds"):
         problem += " (unknown zone, or digits beyond microseconds)"
     why = literal(f"' {problem}")
-    return _when(lost, f"concat({value}, {shown}, {why})")
+    base = column_type.spark_type.split("(")[0].strip().lower()
+    if base not in YEAR_BOUNDS:
+        return _when(lost, f"concat({value}, {shown}, {why})")
+    low, high = (f"CAST({literal(bound)} AS {base})" for bound in YEAR_BOUNDS[base])
+    outside = literal(f"' {OUTSIDE_YEARS}")
+    return (
+        f"CASE WHEN {lost} THEN concat({value}, {shown}, {why})"
+        f" WHEN {typed} < {low} OR {typed} > {high} THEN concat({value}, {shown}, {outside}) END"
+    )
+
+
+# Dates and timestamps a mirror holds: Spark's reach further, but Python's datetime (pyiceberg's
+# file statistics, pandas, Airflow) and most readers end at years 1 and 9999, so every write route
+# dead-letters a value outside them rather than store what those cannot read.
+YEAR_BOUNDS = {
+    "date": ("0001-01-01", "9999-12-31"),
+    "timestamp": ("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999"),
+    "timestamp_ntz": ("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999"),
+}
+OUTSIDE_YEARS = "is outside the years 1 to 9999 that a mirror's dates and timestamps hold"

@@ -76,6 +76,7 @@ class RunSummary:
     messages: int = 0  # records decoded without error (applied, skipped or changing no row)
     dead_lettered: int = 0
     no_row_change: int = 0  # tombstones, heartbeats, transaction markers, DDL
+    heartbeats: int = 0  # of those, heartbeats: a dead-letter alert must not fire on them
     ddl_recorded: int = 0  # DDL records kept in _cdc_ddl_history
     ddl_applied: int = 0  # of those, statements that changed a table
     ddl_rejected: int = 0  # statements not applied: unreadable, or narrowing a type
@@ -257,7 +258,9 @@ class RunSummary:
             ]
         if self.no_row_change or self.already_applied:
             lines.append(
-                f"  {self.no_row_change} messages change no row (tombstone/control/DDL), "
+                f"  {self.no_row_change} messages change no row (tombstone/control/DDL"
+                + (f"; {self.heartbeats} heartbeats" if self.heartbeats else "")
+                + "), "
                 f"{self.already_applied} already applied (Kafka offsets)"
             )
         if self.excluded_table_messages:
