@@ -159,3 +159,86 @@ def test_debezium_heartbeats_are_counted_as_heartbeats(lake):
     assert summary.freshness_ms == 1795840970000
     assert "2 heartbeats" in summary.render()
     assert [r["id"] for r in lake.rows("customers")] == ["a"]
+
+
+def _debezium_update(table: str, row: dict[str, Any], ts_ms: int) -> str:
+    source = {"db": "shop", "table": table, "ts_ms": ts_ms, "file": "binlog.000001", "pos": 4}
+    message = {"before": row, "after": row, "source": source, "op": "u", "ts_ms": ts_ms}
+    return json.dumps(message)
+
+
+def test_a_table_of_one_format_refuses_the_changes_of_another(lake):
+    """Issue 65, 5: a source moved from Canal to Debezium. Their orders never compare, so a
+    Debezium update one second newer was skipped as older, for good. The second pipeline's
+    changes to that table are refused, naming the first; its other tables flow."""
+    lake.add_pipeline("old", "canal-json")
+    lake.add_pipeline("new", "debezium-json", keys={"t": ["id"], "t2": ["id"]})
+    lake.land("old", "000.json", [canal_message("t", "INSERT", {"id": "1", "v": "x"}, 1000)])
+    lake.run("old")
+    lake.land(
+        "new",
+        "000.json",
+        [
+            _debezium_update("t", {"id": 1, "v": "y"}, 2000),
+            _debezium_update("t2", {"id": 1, "v": "y"}, 2000),
+        ],
+    )
+
+    summary = lake.run("new")
+
+    assert lake.rows("t") == [{"id": 1, "v": "x"}]
+    assert lake.rows("t2") == [{"id": 1, "v": "y"}]
+    [letter] = lake.dead_letters()
+    assert letter["target_table"] == "t"
+    assert "pipeline old" in letter["reason"] and "canal-json" in letter["reason"]
+    assert "debezium-json" in letter["reason"]
+    assert summary.tables["t"].dead_lettered == 1
+
+
+def _spec(lake: Any, name: str) -> list[str]:
+    from cdc_ingest.config import load_config
+    from cdc_ingest.state.lake import open_catalog
+
+    table = open_catalog(load_config(lake.config_path).catalog).load_table(f"ods.{name}")
+    schema = table.schema()
+    return [f"{f.transform}({schema.find_column_name(f.source_id)})" for f in table.spec().fields]
+
+
+def test_the_pipeline_that_created_a_table_keeps_its_design(lake):
+    """Issue 65, 7: two pipelines writing one table, one partitioning it and one not, flipped
+    its spec on every run. The pipeline that created it decides its design (semantics.md)."""
+    lake.add_pipeline("a", "canal-json", table_options={"t": {"partition_by": ["v"]}})
+    lake.add_pipeline("b", "canal-json")
+    for n, pipeline in enumerate(["a", "b", "a", "b"]):
+        row = {"id": str(n), "v": f"v{n}"}
+        lake.land(pipeline, f"{n:03}.json", [canal_message("t", "INSERT", row, 1000 + n)])
+        summary = lake.run(pipeline)
+        assert _spec(lake, "t") == ["identity(v)"], (pipeline, n)
+        assert summary.tables["t"].design_changes == [], summary.tables["t"].design_changes
+    assert [r["id"] for r in lake.rows("t")] == [0, 1, 2, 3]
+
+
+def test_two_pipelines_naming_one_table_with_different_options_are_refused(tmp_path, capsys):
+    """Issue 65, 7: both once passed validation. `cdc-ingest check` and every run now refuse
+    the file in one line naming both pipelines and the table."""
+    from cdc_ingest.cli import main
+    from cdc_ingest.config import ConfigError, load_config
+
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(
+        "catalog: {name: lake, uri: 'sqlite:////tmp/x.db', warehouse: 'file:///tmp/x'}\n"
+        "pipelines:\n"
+        "  - {name: a, format: canal-json, landing: 'file:///tmp/a', namespace: ods,\n"
+        "     table_options: {t: {partition_by: [v]}}}\n"
+        "  - {name: b, format: canal-json, landing: 'file:///tmp/b', namespace: ods,\n"
+        "     table_options: {t: {sort_by: [v]}}}\n"
+        "  - {name: c, format: canal-json, landing: 'file:///tmp/c', namespace: other,\n"
+        "     table_options: {t: {sort_by: [id]}}}\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    message = str(raised.value)
+    assert "pipelines a and b" in message and "ods.t" in message, message
+    assert "\n" not in message
+    assert main(["check", "--config", str(path)]) != 0
+    assert "pipelines a and b" in capsys.readouterr().err

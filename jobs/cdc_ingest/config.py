@@ -29,7 +29,9 @@ from cdc_ingest.maintenance_config import (
     parse_maintenance,
 )
 from cdc_ingest.table_options import (
+    EVERY_TABLE,
     PipelineTableOptions,
+    TableOptions,
     TableOptionsError,
     parse_table_options,
 )
@@ -319,6 +321,28 @@ def _parse_options(raw: dict[str, Any], fmt: str, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: {exc}") from None
 
 
+def conflicting_designs(pipelines: tuple[PipelineConfig, ...]) -> str | None:
+    """Two pipelines of one namespace that name one table (in ``table_options``, or as their
+    one ``table``) and give it different options, or None: its design would change with each
+    pipeline's run. (A table only one of them names follows the pipeline that created it.)"""
+    named: dict[tuple[str, str], dict[str, TableOptions]] = {}
+    for p in pipelines:
+        tables = {t for t in p.tables.layers if t not in ("", EVERY_TABLE)}
+        tables |= {p.bound_table} if p.bound_table else set()
+        for table in sorted(tables):
+            sharing = named.setdefault((p.namespace.lower(), table.lower()), {})
+            sharing.setdefault(p.name, p.tables.for_table(table))
+    for (namespace, table), sharing in sorted(named.items()):
+        [(first, options), *others] = sharing.items()
+        for other, theirs in others:
+            if theirs != options:
+                return (
+                    f"pipelines {first} and {other} give table {namespace}.{table} "
+                    "different table_options: give them in one of the two"
+                )
+    return None
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate a pipelines file.
 
@@ -357,6 +381,9 @@ def load_config(path: str | Path) -> Config:
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         raise ConfigError(f"{path}: pipeline names must be unique: {', '.join(duplicated)}")
+    conflict = conflicting_designs(pipelines)
+    if conflict:
+        raise ConfigError(f"{path}: {conflict}")
     spark_raw = raw.get("spark") or {}
     if not isinstance(spark_raw, dict):
         raise ConfigError(f"{path}: 'spark' must be a mapping (conn_id, conf, engine_conn_id)")

@@ -37,6 +37,7 @@ from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.evolution import EVOLVE, ignored_rows
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
+from cdc_ingest.schema.ownership import OrdersDoNotCompare, TableWriter
 from cdc_ingest.schema.target import TargetInventory, TargetTable, prepare_target, table_keys
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import TOMBSTONES, TombstoneIndex, qualified
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from cdc_ingest.changes.inventory import Batch, Inventory
-    from cdc_ingest.config import Config
+    from cdc_ingest.config import Config, PipelineConfig
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.evolution import DdlEvent
     from cdc_ingest.state.arrow_catalog import ArrowCatalog
@@ -62,7 +63,7 @@ def _fan_out_tableless_deletes(spark: SparkSession, batch: Batch, inventory: Inv
     keys = inventory.tableless_keys
     tables = {n for n, inv in inventory.tables.items() if inv.keys == keys}
     for name in sorted(batch.existing - set(inventory.tables)):
-        if name.startswith("_cdc_"):
+        if is_reserved(name):
             continue
         identifier = qualified(batch.catalog, batch.namespace, name)
         if table_keys(spark, identifier) == keys:
@@ -126,6 +127,7 @@ def apply_all_tables(
         pipeline.tables,
         arrow,
         batch.landed_ms,
+        _writer(config, pipeline),
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].stream_key)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
@@ -179,7 +181,9 @@ def apply_all_tables(
                 alone.append(AloneTable(target, created, rows, mine, name in fan_out))
                 continue
         except REFUSED as exc:
-            table_summary, refused = refuse_table(ctx, changes, name, rows, exc)
+            # Refused as it was prepared, before this batch changed it.
+            untouched = isinstance(exc, OrdersDoNotCompare)
+            table_summary, refused = refuse_table(ctx, changes, name, rows, exc, untouched)
             dead.append(refused)
             for event in by_table.get(name, []):
                 event.status, event.detail = "failed", f"table {name} {why(exc)}"
@@ -192,6 +196,16 @@ def apply_all_tables(
     if arrow is not None:
         arrow.create_pending()  # none should be left; the batch never ends with one missing
     return dead
+
+
+def _writer(config: Config, pipeline: PipelineConfig) -> TableWriter:
+    """The pipeline as the writer of its tables, beside the file's others of its namespace."""
+    designs = {
+        p.name: p.tables
+        for p in config.pipelines
+        if p.namespace.lower() == pipeline.namespace.lower()
+    }
+    return TableWriter(pipeline.name, pipeline.format, designs)
 
 
 def _refused_name(ctx: TableContext, name: str) -> TableDesignError | None:
@@ -324,6 +338,7 @@ def _prepare(
             ctx.table_options.for_table(base.name),
             ctx.arrow,
             deferred,
+            ctx.writer,
         )
     ctx.existing.add(base.name)
     return target, created

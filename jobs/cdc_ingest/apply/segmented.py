@@ -29,6 +29,7 @@ from cdc_ingest.schema.evolution import (
     table_level,
 )
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
+from cdc_ingest.schema.ownership import TableWriter
 from cdc_ingest.schema.target import (
     KEYS_PROPERTY,
     SOURCE_DROPPED_PROPERTY,
@@ -77,6 +78,8 @@ class TableContext:
     # Each file's landing time (epoch millis, by ``_cdc_file_idx``): where history versions
     # start when the format sends no source time.
     landed_ms: tuple[int | None, ...] = ()
+    # The pipeline writing the tables (schema/ownership): what it records, what it may write.
+    writer: TableWriter | None = None
 
 
 def apply_segment(
@@ -212,6 +215,8 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
         note = with_ddl_note({}, ctx.batch_id, event.position, APPLIED, detail)
         design = creation(ctx.spark, ctx.table_options.for_table(name), change.columns)
         created = {KEYS_PROPERTY: ",".join(table_key), DDL_OUTCOMES_PROPERTY: note}
+        if ctx.writer is not None:
+            created |= ctx.writer.created_properties()
         create_target(
             ctx.spark,
             identifier,
@@ -333,6 +338,7 @@ def apply_with_ddl(
                 ctx.inference,
                 batch_id=ctx.batch_id,
                 options=ctx.table_options.for_table(name),
+                writer=ctx.writer,
             )
             ctx.existing.add(name)
             total.design_changes += target.design_changes

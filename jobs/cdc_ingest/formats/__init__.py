@@ -31,6 +31,15 @@ FORMATS: dict[str, str] = {
 }
 
 
+# Formats whose ordering values are the same fields, so that one's rows and the other's compare.
+_ORDER_FAMILIES = {"oms-canal": "canal-json", "oms-default-extend": "oms-default"}
+
+
+def order_family(name: str) -> str:
+    """The format whose ordering values ``name``'s are (itself, unless another shares them)."""
+    return _ORDER_FAMILIES.get(name, name)
+
+
 def format_names() -> tuple[str, ...]:
     """Names a pipeline's ``format`` may take."""
     return tuple(FORMATS)

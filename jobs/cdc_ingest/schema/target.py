@@ -15,6 +15,7 @@ from cdc_ingest.formats.base import Decoder
 from cdc_ingest.schema.design import computed_types, creation, evolve_design
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
+from cdc_ingest.schema.ownership import TableWriter
 from cdc_ingest.schema.types import widens
 from cdc_ingest.stages import stage
 from cdc_ingest.state.order_migration import STAGED_COLUMN, migrate_stored_order, needs_migration
@@ -26,6 +27,7 @@ from cdc_ingest.state.tables import (
     create_target,
     qualified,
     quote,
+    sql_string,
     table_columns,
 )
 from cdc_ingest.table_options import DELETED_COLUMN, HistoryOptions, TableOptions
@@ -170,6 +172,7 @@ def prepare_target(
     options: TableOptions | None = None,
     arrow: ArrowCatalog | None = None,
     defer_creation: bool = False,
+    writer: TableWriter | None = None,
 ) -> tuple[TargetTable, bool]:
     """Create or extend the target table; returns it and whether it was created.
 
@@ -181,9 +184,13 @@ def prepare_target(
     (see :mod:`cdc_ingest.schema.design`); ``arrow`` creates a plain keyed table through pyiceberg
     (``state/arrow_catalog``), with ``defer_creation`` when its first rows are appended (or
     ``arrow.create_pending``): the caller makes sure that happens before Spark needs the table.
+    ``writer``: the pipeline writing it (``schema/ownership``), whose format must fit the table
+    and whose ``options`` give way to those of the pipeline that created it.
+
+    Raises:
+        OrdersDoNotCompare: another order family wrote the table; nothing was changed.
     """
     options = options or TableOptions()
-    computed_names = set(options.computed_columns)
     identifier = qualified(catalog, namespace, inventory.name)
     hints = [h for h in (decoder.column_types(text) for text in inventory.hints) if h is not None]
     declared, default = _declared(hints)
@@ -191,7 +198,6 @@ def prepare_target(
     columns = [c for c in declared if c in inventory.columns or not inventory.columns]
     columns += [c for c in inventory.columns if c not in columns]
     columns += [k for k in inventory.keys if k not in columns]
-    columns = [c for c in columns if c not in computed_names]
     existing: dict[str, str] = {}
     stored: dict[str, str] = {}  # every column of an existing table, the job's included
     created = inventory.name not in existing_tables
@@ -201,12 +207,18 @@ def prepare_target(
         if facts is None:
             facts = table_columns(spark, identifier), table_properties(spark, identifier)
         stored, properties = facts
+        if writer is not None:
+            writer.check(inventory.name, properties)
+            options = writer.options(inventory.name, properties, options)
         if needs_migration(stored):
             migrate_stored_order(spark, identifier, stored)
             if arrow is not None:
                 arrow.altered(identifier)
             stored = {n: t for n, t in stored.items() if n != STAGED_COLUMN}
             stored[ORDER_COLUMN] = "binary"
+    computed_names = set(options.computed_columns)
+    columns = [c for c in columns if c not in computed_names]
+    if not created:
         existing = {
             n: t
             for n, t in stored.items()
@@ -246,6 +258,8 @@ def prepare_target(
         design = creation(spark, options, ordered)
         computed = design.computed
         created_with = {KEYS_PROPERTY: ",".join(keys), **design.properties}
+        if writer is not None:
+            created_with |= writer.created_properties()
         if batch_id is not None:
             created_with[CREATED_IN_PROPERTY] = str(batch_id)
         with stage("create table"):
@@ -275,6 +289,7 @@ def prepare_target(
                 evolve,
                 batch_id,
                 options,
+                writer=writer,
             )
     if not created:
         keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k) or keys
@@ -293,7 +308,11 @@ def prepare_target(
         now = stored | {c: types[c].spark_type for c in new} | widened
         now |= {n: c.spark_type for n, c in added.items()}
         design_changes += evolve_design(spark, identifier, options, properties, now)
-        if arrow is not None and (new or widened or added or design_changes):
+        claimed = writer.claim(properties) if writer is not None else {}
+        if claimed:
+            assigned = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in claimed.items())
+            spark.sql(f"ALTER TABLE {identifier} SET TBLPROPERTIES ({assigned})")
+        if arrow is not None and (new or widened or added or design_changes or claimed):
             arrow.altered(identifier)  # its facts' load is older than these changes
     target = TargetTable(
         name=inventory.name,
