@@ -207,7 +207,7 @@ def execute(
         return _fail(str(exc))
 
     from cdc_ingest.landing.zones import list_landed
-    from cdc_ingest.run.batch import run_pipeline
+    from cdc_ingest.run.batch import DriverOutOfMemory, run_pipeline
     from cdc_ingest.run.options import RunRefused
     from cdc_ingest.run.pending import pending_bytes
     from cdc_ingest.run.replays import ReplayRefused
@@ -259,7 +259,14 @@ def execute(
             summary = run_pipeline(spark, config, pipeline.name, options)
     except PipelineLocked as exc:
         return _fail(str(exc))
-    except (LandingError, EnvironmentProblem, RunRefused, ReplayRefused, NamespaceLocked) as exc:
+    except (
+        LandingError,
+        EnvironmentProblem,
+        RunRefused,
+        ReplayRefused,
+        NamespaceLocked,
+        DriverOutOfMemory,
+    ) as exc:
         return _fail(f"pipeline {pipeline.name}: {exc}")
     except SchemaChangeRefused as exc:
         return _fail(str(exc))

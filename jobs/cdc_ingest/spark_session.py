@@ -233,3 +233,22 @@ def release(frame: DataFrame) -> None:
     plan = frame._jdf.queryExecution().analyzed()
     if plan.getClass().getSimpleName() == "LogicalRDD":
         plan.rdd().unpersist(False)
+
+
+# Spark's exit status for a JVM that an OutOfMemoryError ended (SparkExitCode.OOM): in local mode
+# an executor's task that runs out of heap ends the driver's JVM with it.
+OOM_EXIT_STATUS = 52
+
+
+def driver_ran_out_of_memory(spark: SparkSession) -> bool:
+    """Whether the session's driver JVM, started by this process, ended out of memory."""
+    import subprocess
+
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    process = getattr(gateway, "proc", None)
+    if process is None:
+        return False  # the JVM started this Python (spark-submit): its own status says it
+    try:
+        return bool(process.wait(timeout=10) == OOM_EXIT_STATUS)
+    except subprocess.TimeoutExpired:
+        return False

@@ -53,7 +53,7 @@ from cdc_ingest.run.context import RunContext, open_run
 from cdc_ingest.run.modes import RunMode, choose_mode
 from cdc_ingest.run.options import RunOptions
 from cdc_ingest.schema.evolution import SchemaChangeRefused, check_policy, collect_ddl
-from cdc_ingest.spark_session import release
+from cdc_ingest.spark_session import driver_ran_out_of_memory, release
 from cdc_ingest.stages import StageTimings, current, recording, stage
 from cdc_ingest.state.arrow_catalog import arrow_catalog
 from cdc_ingest.state.summary import RunSummary, TableSummary
@@ -105,24 +105,25 @@ def run_pipeline(
         summary = new_summary(run, mode, plan, started)
         stats, left_out = FileStats(), dict[int, FileCheck]()
         if plan.files:
-            with _planned_recorded(run, mode, plan) as await_planned:
-                with stage("read"):
-                    landed, seen, left_out = read(run, mode, plan, summary)
-                with stage("decode"):
-                    decoded = decode(run, landed)
-                with stage("resolve"):
-                    resolved = resolve(run, mode, plan, decoded)
-                with stage("count"):
-                    batch, inventory = count(run, mode, plan, resolved, summary, stats)
-                    _fail_if_moved(seen, left_out)
-                    mode.kind.restrict(inventory, run.existing, summary)
-                await_planned()
-            maybe_die("after_plan")
-            with stage("apply"):
-                events, dead = apply(run, mode, batch, inventory, summary)
-            with stage("record"):
-                record(run, mode, batch, landed, dead, events, summary)
-            release(batch.cached)
+            with _out_of_memory_named(spark, plan):
+                with _planned_recorded(run, mode, plan) as await_planned:
+                    with stage("read"):
+                        landed, seen, left_out = read(run, mode, plan, summary)
+                    with stage("decode"):
+                        decoded = decode(run, landed)
+                    with stage("resolve"):
+                        resolved = resolve(run, mode, plan, decoded)
+                    with stage("count"):
+                        batch, inventory = count(run, mode, plan, resolved, summary, stats)
+                        _fail_if_moved(seen, left_out)
+                        mode.kind.restrict(inventory, run.existing, summary)
+                    await_planned()
+                maybe_die("after_plan")
+                with stage("apply"):
+                    events, dead = apply(run, mode, batch, inventory, summary)
+                with stage("record"):
+                    record(run, mode, batch, landed, dead, events, summary)
+                release(batch.cached)
         elif not plan.empty:
             maybe_die("after_plan")  # a batch of duplicates only
         summary.kafka_offsets = _offsets(stats, summary) if run.pipeline.kafka_coordinates else []
@@ -133,6 +134,31 @@ def run_pipeline(
             with stage("commit"):
                 commit(run, mode, plan, stats, summary, left_out)
     return summary
+
+
+class DriverOutOfMemory(RuntimeError):
+    """The driver's JVM ran out of heap applying a batch: rerun it with a larger one."""
+
+
+@contextlib.contextmanager
+def _out_of_memory_named(spark: SparkSession, plan: BatchPlan) -> Iterator[None]:
+    """A driver JVM that an OutOfMemoryError ended, as one error naming the batch's files
+    (py4j sees only a connection refused). The batch stays planned: its rerun resumes it."""
+    from py4j.protocol import Py4JError
+
+    try:
+        yield
+    except (Py4JError, ConnectionError) as exc:
+        if not driver_ran_out_of_memory(spark):
+            raise
+        files = [f.uri.rsplit("/", 1)[-1] for f in plan.files]
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        raise DriverOutOfMemory(
+            f"the Spark driver ran out of memory (spark.driver.memory) in batch "
+            f"{plan.batch_id}, files {shown}: rerun with a larger spark.driver.memory "
+            "(SPARK_DRIVER_MEMORY, or spark.conf in the pipelines file) to finish the batch "
+            "(docs/semantics.md, long lines)"
+        ) from exc
 
 
 def new_summary(run: RunContext, mode: RunMode, plan: BatchPlan, started: datetime) -> RunSummary:
