@@ -149,7 +149,8 @@ class SmallTableRewrites:
             if moved or not copy_on_write.rewritable(table, snapshot, max_rows):
                 return False
             schema = table.schema()
-            if any(f.name not in added.column_names for f in schema.fields):
+            written = set(added.column_names)
+            if any(f.name not in written for f in schema.fields):
                 return False  # a column the changes do not write keeps its values in a MERGE
             tasks = tasks or list(table.scan(snapshot_id=read_at).plan_files())
             rows = copy_on_write.rows_of(table, tasks, schema)
