@@ -7,11 +7,11 @@ BIN := $(VENV)/bin
 # pytest-xdist workers, each with one Spark session shared by its tests; 0 runs in-process.
 TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
-# JVM artifacts by their Maven coordinates (jobs/cdc_ingest/jars.py, tests/rest_catalog_server.py),
-# resolved once into the environment; every later run is offline.
+# JVM artifacts by their Maven coordinates (`cdc-ingest setup`: jobs/cdc_ingest/jars.py; and
+# tests/rest_catalog_server.py), resolved once into the environment; every later run is offline.
 JARS_STAMP := $(VENV)/.jars
-# The driver JVM's class-data-sharing archive (jobs/cdc_ingest/jvm_archive.py), built by one small
-# pipeline run once the jars are in place.
+# The driver JVM's class-data-sharing archive (jobs/cdc_ingest/jvm_archive.py), built by
+# `cdc-ingest setup` with one small pipeline run once the jars are in place.
 ARCHIVE_STAMP := $(VENV)/.jvm-archive
 CHROMIUM := /usr/bin/chromium
 export JAVA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $$(command -v java) 2>/dev/null)) 2>/dev/null)
@@ -31,14 +31,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 $(JARS_STAMP): $(STAMP) jobs/cdc_ingest/jars.py tests/rest_catalog_server.py tests/debezium_lander.py tests/debezium_lander/Lander.java
-	$(BIN)/python -m cdc_ingest.jars
+	$(BIN)/cdc-ingest setup --no-class-archive
 	$(BIN)/python tests/rest_catalog_server.py
 	@# The real-producer tests' Debezium connectors and embedded engine, and the lander built on it.
 	$(BIN)/python tests/debezium_lander.py
 	touch $(JARS_STAMP)
 
 $(ARCHIVE_STAMP): $(JARS_STAMP) jobs/cdc_ingest/jvm_archive.py
-	$(BIN)/python -m cdc_ingest.jvm_archive
+	$(BIN)/cdc-ingest setup
 	touch $(ARCHIVE_STAMP)
 
 system-deps:

@@ -1,8 +1,10 @@
 """Airflow DAG file: ``ingest_<pipeline>`` and ``maintain_<pipeline>`` per pipeline of
 ``$CDC_INGEST_CONFIG``.
 
-Kept thin on purpose: all DAG construction lives in :mod:`cdc_ingest_airflow.dag_factory`, which
-imports no pyspark, so parsing this file costs the DAG processor only the config read.
+Kept thin on purpose: all DAG construction lives in the installed package
+(:mod:`cdc_ingest_airflow.dag_factory`), which imports no pyspark, so parsing this file costs the
+DAG processor only the config read. A deployment's DAG file can be the two lines the README shows;
+this one also tells, in the log, that the variable is unset.
 
 If ``CDC_INGEST_CONFIG`` is unset the file defines no DAGs and logs a warning. If it points at a
 missing or invalid file, the ``ConfigError`` propagates and Airflow lists it as an import error of
@@ -17,9 +19,6 @@ import os
 from cdc_ingest_airflow.dag_factory import build_dags
 
 CONFIG_ENV = "CDC_INGEST_CONFIG"
-# The JSON form is required: the URI form spark://local[*] is parsed into --master yarn. The task
-# process parses this file too, so the default reaches the operator's connection lookup there.
-os.environ.setdefault("AIRFLOW_CONN_SPARK_LOCAL", '{"conn_type":"spark","host":"local[*]"}')
 
 _config_path = os.environ.get(CONFIG_ENV, "")
 if _config_path:

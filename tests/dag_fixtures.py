@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 DAG_FOLDER = REPO / "dags"
 DAG_FILE = DAG_FOLDER / "cdc_ingest_dags.py"
-APPLICATION = REPO / "jobs" / "ingest_job.py"
+APPLICATION = REPO / "jobs" / "cdc_ingest" / "application" / "ingest_job.py"
 
 
 @pytest.fixture(scope="session")

@@ -238,17 +238,18 @@ def airflow_version_problems(
 def dockerfile_install_problems(
     dockerfile: Dockerfile, requirements: dict[str, Requirement]
 ) -> list[str]:
-    """Java 17, the project itself (so its pins), and no explicit pin that contradicts them."""
+    """Java 17, the project's wheel (so its pins), and no explicit pin that contradicts them."""
     problems = []
     if not {"openjdk-17-jre-headless", "openjdk-17-jdk-headless"} & dockerfile.apt_packages():
         problems.append("no openjdk-17 package installed with apt-get")
     installs = dockerfile.pip_installs()
-    if "." not in installs:
-        problems.append("the project itself is not pip-installed (pip install -e .)")
+    wheels = [w for w in installs if w.endswith(".whl")]
+    if not wheels:
+        problems.append("the project itself is not pip-installed (its wheel)")
     if not any("pyproject.toml" in copy for copy in dockerfile.copies()):
         problems.append("pyproject.toml is not copied into the image")
     for word in installs:
-        if word == ".":
+        if word in wheels:
             continue
         requirement = Requirement(word)
         ours = requirements.get(requirement.name.lower())

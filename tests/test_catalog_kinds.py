@@ -245,7 +245,7 @@ def _one_landed_file(root: Path, catalog: dict[str, Any]) -> Path:
 
 
 def _cli(config: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    application = str(REPO / "jobs" / "ingest_job.py")
+    application = str(REPO / "jobs" / "cdc_ingest" / "application" / "ingest_job.py")
     return subprocess.run(
         [sys.executable, application, "run", "--config", str(config), "--pipeline", "accounts"],
         env=env,

@@ -154,7 +154,7 @@ def test_missing_jars_do_not_break_parsing(
 
     assert bag.import_errors == {}
     dag = bag.dags["ingest_orders_ld"]
-    missing = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0.*make install"
+    missing = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0.*cdc-ingest setup"
     with pytest.raises(jars.EnvironmentProblem, match=missing):
         dag.get_template_env().from_string(dag.get_task("apply_batch").jars).render()
 

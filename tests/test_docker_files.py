@@ -76,7 +76,12 @@ def test_spark_connection_points_at_the_spark_master(compose):
 def test_dockerfile_installs_java_17_and_the_project_pins(dockerfile):
     assert dockerfile_install_problems(dockerfile, REQUIREMENTS) == []
     # The JVM artifacts come from the one list the job uses, by their Maven coordinates.
-    assert any("python -m cdc_ingest.jars" in run for run in dockerfile.runs())
+    assert any("cdc-ingest setup" in run for run in dockerfile.runs())
+    # The image installs the wheel, as users do: nothing of the source tree stays.
+    assert any(
+        "pip wheel --no-deps" in run and "rm -rf /tmp/cdc-ingest-src" in run
+        for run in dockerfile.runs()
+    )
     assert "maven" in dockerfile.apt_packages()
     assert dockerfile.base_images() == ["python:3.11-slim-bookworm"]
 
@@ -148,9 +153,11 @@ def test_broken_dockerfile_installs_are_reported():
     assert dockerfile_install_problems(no_java, REQUIREMENTS) == [
         "no openjdk-17 package installed with apt-get"
     ]
-    no_project = Dockerfile.parse(text.replace("pip install -e .", "pip install"))
+    no_project = Dockerfile.parse(
+        text.replace("pip install /tmp/cdc-ingest-wheel/*.whl", "pip install")
+    )
     assert dockerfile_install_problems(no_project, REQUIREMENTS) == [
-        "the project itself is not pip-installed (pip install -e .)"
+        "the project itself is not pip-installed (its wheel)"
     ]
     old_airflow = Dockerfile.parse(text.replace("AIRFLOW_VERSION=3.3.2", "AIRFLOW_VERSION=3.2.1"))
     assert dockerfile_install_problems(old_airflow, REQUIREMENTS) == [

@@ -9,6 +9,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdc_ingest.config import Config, ConfigError, load_config
@@ -88,7 +89,37 @@ def _parser() -> argparse.ArgumentParser:
     actions.add_parser("stop", help="stop the engine once its running batches are done")
     check = commands.add_parser("check", help="validate a pipelines file and list its pipelines")
     check.add_argument("--config", required=True)
+    setup = commands.add_parser(
+        "setup", help="put the job's JVM artifacts and class archive in place (after pip install)"
+    )
+    setup.add_argument(
+        "--jars-dir", type=Path, help="copy the artifacts from this directory, not from Maven"
+    )
+    setup.add_argument(
+        "--check", action="store_true", help="say what is missing (exit 1 if anything is)"
+    )
+    setup.add_argument(
+        "--no-class-archive", action="store_true", help="do not write the driver's class archive"
+    )
     return parser
+
+
+def _setup(args: argparse.Namespace) -> int:
+    """``cdc-ingest setup``: see :mod:`cdc_ingest.jvm_setup`."""
+    from cdc_ingest.jars import EnvironmentProblem
+    from cdc_ingest.jvm_setup import problems, setup
+
+    if args.check:
+        found = problems()
+        for line in found or ["every JVM artifact and the class archive are in place"]:
+            print(line)
+        return 1 if found else EXIT_OK
+    try:
+        for line in setup(args.jars_dir, class_archive=not args.no_class_archive):
+            print(line)
+    except EnvironmentProblem as exc:
+        return _fail(str(exc))
+    return EXIT_OK
 
 
 def _engine_failure(config: Config, pipeline_name: str, exc: Exception) -> int:
@@ -158,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         directory = args.dir or str(engine_place().directory)
         return run_engine(directory, args.parallel, args.config, args.master, execute_argv)
+    if args.command == "setup":
+        return _setup(args)
     if args.command == "engine":
         from cdc_ingest.engine.client import engine_command
 

@@ -101,8 +101,8 @@ def artifact_paths(artifacts: Sequence[Artifact], directory: Path | None = None)
     missing = [a.coordinates for a, p in zip(artifacts, paths, strict=True) if not p.is_file()]
     if missing:
         raise EnvironmentProblem(
-            f"JVM artifacts missing from {directory}: {', '.join(missing)}; run `make install` "
-            f"(or `python -m cdc_ingest.jars`), or set {JARS_DIR_VARIABLE}"
+            f"JVM artifacts missing from {directory}: {', '.join(missing)}; run `cdc-ingest "
+            f"setup` (with --jars-dir DIR where there is no network), or set {JARS_DIR_VARIABLE}"
         )
     return [str(p.resolve()) for p in paths]
 

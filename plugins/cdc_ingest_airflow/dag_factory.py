@@ -6,9 +6,9 @@ Each DAG runs three tasks:
   files committed in ``_cdc_checkpoints`` (pyiceberg); with nothing new, the rest is skipped and
   Spark never starts.
 - ``apply_batch``: the Spark provider's ``SparkSubmitOperator`` running
-  ``jobs/ingest_job.py run --config <file> --pipeline <name>`` plus the run's Params as flags. The
-  job itself decides which landed files are new, so a run is one micro-batch and at most one run
-  per pipeline is active at a time.
+  the package's ``ingest_job.py run --config <file> --pipeline <name>`` plus the run's Params as
+  flags. The job itself decides which landed files are new, so a run is one micro-batch and at
+  most one run per pipeline is active at a time.
 - ``batch_summary`` (no JVM): reads the batch's row of ``_cdc_batches`` and returns its summary
   as the task's XCom.
 
@@ -157,7 +157,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         A DAG ``ingest_<pipeline>``: ``check_landing`` >> ``apply_batch`` >> ``batch_summary``.
 
     Raises:
-        DeploymentError: if ``jobs/ingest_job.py`` cannot be located.
+        DeploymentError: if the package's spark-submit application cannot be found.
     """
     application = application_path()
     config_path = str(Path(config.path).resolve())
@@ -206,7 +206,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             # The ingest task is the Spark job's OpenLineage parent run.
             openlineage_inject_parent_job_info=config.lineage is not None,
             openlineage_inject_transport_info=bool(config.lineage and not config.lineage.transport),
-            env_vars=env_vars(application.parent),
+            env_vars=env_vars(),
             name=f"cdc-ingest-{pipeline.name}",
             verbose=False,
             # Backfill runs do not count towards the DAG's max_active_runs (Airflow 3): this
@@ -225,6 +225,10 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
     return dag
 
 
+# The Spark connection a pipelines file names by default (``spark.conn_id: spark_local``).
+LOCAL_SPARK_CONNECTION = "AIRFLOW_CONN_SPARK_LOCAL"
+
+
 def build_dags(config_path: str | os.PathLike[str]) -> dict[str, DAG]:
     """Two DAGs per pipeline in a pipelines file, keyed by dag_id.
 
@@ -238,8 +242,11 @@ def build_dags(config_path: str | os.PathLike[str]) -> dict[str, DAG]:
     Raises:
         ConfigError: if the file is missing or invalid. Deliberately not caught: raised from a DAG
             file, it becomes an Airflow import error that names the file and the reason.
-        DeploymentError: if ``jobs/ingest_job.py`` cannot be located.
+        DeploymentError: if the package's spark-submit application cannot be found.
     """
+    # The JSON form is required: the URI form spark://local[*] is parsed into --master yarn. The
+    # task process builds the DAGs too, so the default reaches the operator's connection lookup.
+    os.environ.setdefault(LOCAL_SPARK_CONNECTION, '{"conn_type":"spark","host":"local[*]"}')
     config = load_config(os.fspath(config_path))
     dags = [build_dag(config, pipeline) for pipeline in config.pipelines]
     dags += [build_maintenance_dag(config, pipeline) for pipeline in config.pipelines]

@@ -1,8 +1,9 @@
 """One ``maintain_<pipeline>`` DAG per pipeline: Iceberg table maintenance, spark-submitted.
 
-Its one task, ``maintain_tables``, runs ``jobs/ingest_job.py maintain --config <file> --pipeline
-<name>`` (see :mod:`cdc_ingest.maintenance`) through the same Spark connection, jars and settings
-as the ingest DAG. The schedule is the pipeline's ``maintenance.schedule`` (``@daily`` unless set).
+Its one task, ``maintain_tables``, runs the package's ``ingest_job.py maintain --config <file>
+--pipeline <name>`` (see :mod:`cdc_ingest.maintenance`) through the same Spark connection, jars
+and settings as the ingest DAG. The schedule is the pipeline's ``maintenance.schedule``
+(``@daily`` unless set).
 
 It never overlaps the ingest DAG's ``apply_batch`` of the same namespace: the job holds the
 namespace's lock exclusively, ingest runs hold it shared (:mod:`cdc_ingest.state.locks`). The
@@ -57,7 +58,7 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         A DAG ``maintain_<pipeline>`` with the one task ``maintain_tables``.
 
     Raises:
-        DeploymentError: if ``jobs/ingest_job.py`` cannot be located.
+        DeploymentError: if the package's spark-submit application cannot be found.
     """
     application = application_path()
     config_path = str(Path(config.path).resolve())
@@ -91,7 +92,7 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             engine_conn_id=config.spark.engine_conn_id,
             jars="{{ " + JARS_MACRO + "() }}",
             conf=spark_conf(config, lineage=False),
-            env_vars=env_vars(application.parent),
+            env_vars=env_vars(),
             name=f"cdc-ingest-maintain-{pipeline.name}",
             verbose=False,
         )

@@ -27,46 +27,31 @@ ARCHIVE_MACRO = "cdc_ingest_class_archive"
 # Fixed and in the past so that schedules are stable across parses; catchup is off, so only the
 # latest interval ever runs.
 START_DATE = datetime(2024, 1, 1, tzinfo=UTC)
+APPLICATION_PACKAGE = "cdc_ingest.application"
 APPLICATION_NAME = "ingest_job.py"
 
 
 class DeploymentError(RuntimeError):
-    """The cdc_ingest package is installed without the spark-submit application beside it."""
-
-
-def jobs_dir() -> Path:
-    """The ``jobs/`` directory: the parent of the installed ``cdc_ingest`` package.
-
-    Uses the import system's spec rather than importing the package, so nothing of the job is
-    executed while a DAG file is parsed.
-
-    Raises:
-        DeploymentError: if ``cdc_ingest`` cannot be found.
-    """
-    spec = importlib.util.find_spec("cdc_ingest")
-    if spec is None:
-        raise DeploymentError("the cdc_ingest package is not importable from this interpreter")
-    if spec.submodule_search_locations:
-        package_dir = Path(next(iter(spec.submodule_search_locations)))
-    elif spec.origin:
-        package_dir = Path(spec.origin).parent
-    else:
-        raise DeploymentError(f"cannot tell where the cdc_ingest package lives (spec {spec!r})")
-    return package_dir.resolve().parent
+    """The installed cdc_ingest package lacks its spark-submit application."""
 
 
 def application_path() -> Path:
-    """Absolute path of ``jobs/ingest_job.py``, the application handed to spark-submit.
+    """Absolute path of the installed package's spark-submit application
+    (``cdc_ingest/application/ingest_job.py``), found by the import system without importing it,
+    so nothing of the job runs while a DAG file is parsed.
 
     Raises:
-        DeploymentError: if the package was installed as a wheel without the ``jobs/`` tree.
+        DeploymentError: if the package or its application cannot be found.
     """
-    path = jobs_dir() / APPLICATION_NAME
-    if not path.is_file():
+    spec = importlib.util.find_spec(APPLICATION_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
         raise DeploymentError(
-            f"{path} does not exist: install cdc-ingest from its source tree "
-            "(pip install -e .) so that jobs/ingest_job.py sits next to the cdc_ingest package"
+            f"the {APPLICATION_PACKAGE} package is not importable from this interpreter: "
+            "pip install cdc-ingest"
         )
+    path = Path(next(iter(spec.submodule_search_locations))).resolve() / APPLICATION_NAME
+    if not path.is_file():
+        raise DeploymentError(f"{path} does not exist: reinstall cdc-ingest")
     return path
 
 
@@ -103,13 +88,14 @@ def task_macros() -> dict[str, object]:
     return {JARS_MACRO: submit_jars, ARCHIVE_MACRO: driver_options}
 
 
-def env_vars(jobs: Path) -> dict[str, str]:
-    # env_vars replace the inherited variables in spark-submit's environment: keep the caller's
-    # PYTHONPATH entries, but put jobs/ first so cdc_ingest resolves from the tree being submitted.
-    python_path = os.pathsep.join(p for p in (str(jobs), os.environ.get("PYTHONPATH", "")) if p)
-    return {
+def env_vars() -> dict[str, str]:
+    """spark-submit's environment, which replaces the inherited variables: the caller's
+    ``PYTHONPATH``, if any, is kept."""
+    variables = {
         # Python workers start PYSPARK_PYTHON; without it they run the system python3, which
         # lacks pyarrow and the job's package.
         "PYSPARK_PYTHON": sys.executable,
-        "PYTHONPATH": python_path,
     }
+    if os.environ.get("PYTHONPATH"):
+        variables["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return variables

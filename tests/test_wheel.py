@@ -1,0 +1,205 @@
+"""The wheel is the product (issue 66): built from the sources and installed in a new virtualenv
+that cannot see the checkout, it sets up its JVM side, runs a batch, and runs a DAG task from the
+two-line DAG file the README shows.
+
+The new environment takes the wheel's dependencies (pyspark, Airflow, pyiceberg...) from this
+one's site-packages through a ``.pth`` line, which adds the directory without running its own
+``.pth`` files: the editable install of this checkout stays out of sight, and every module of
+``cdc_ingest`` comes from the wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from airflow_runner import airflow_env, java_home, migrate, tail
+
+REPO = Path(__file__).resolve().parent.parent
+TWO_LINE_DAG_FILE = (
+    "import os\n"
+    "from cdc_ingest_airflow.dag_factory import build_dags; "
+    'globals().update(build_dags(os.environ["CDC_INGEST_CONFIG"]))\n'
+)
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Installed:
+    root: Path
+    venv: Path
+
+    @property
+    def python(self) -> str:
+        return str(self.venv / "bin" / "python")
+
+    @property
+    def cli(self) -> str:
+        return str(self.venv / "bin" / "cdc-ingest")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        # Python workers and spark-submit's driver run the new environment's interpreter.
+        env["PYSPARK_PYTHON"] = self.python
+        # spark-submit comes with pyspark, whose scripts are this environment's.
+        scripts = [str(self.venv / "bin"), str(Path(sys.executable).parent), env.get("PATH", "")]
+        env["PATH"] = os.pathsep.join(scripts)
+        home = java_home()
+        if home:
+            env["JAVA_HOME"] = home
+        return {**env, **extra}
+
+    def run(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            list(args),
+            env=self.env(**extra),
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    import pyspark
+
+    root = tmp_path_factory.mktemp("wheel")
+    source = root / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, source / name)
+    ignored = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in ("jobs", "plugins"):
+        shutil.copytree(REPO / name, source / name, ignore=ignored)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps",
+         "-w", str(root / "dist"), str(source)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    [wheel] = (root / "dist").glob("cdc_ingest-*.whl")
+    shutil.rmtree(source)
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = (venv / "lib").glob("python3.*/site-packages")
+    (site / "dependencies.pth").write_text(str(Path(pyspark.__file__).parent.parent) + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+         "--no-deps", "--quiet", str(wheel)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Installed(root, venv)
+
+
+def _debezium_landing(root: Path, name: str) -> tuple[Path, Path]:
+    """A pipelines file with one Debezium pipeline, and its landing zone with one batch."""
+    landing = root / "landing" / name
+    landing.mkdir(parents=True)
+    lines = [
+        {"before": None, "after": {"id": 1, "name": "ann"}, "op": "c", "ts_ms": 1,
+         "source": {"db": "shop", "table": "customers", "ts_ms": 1, "pos": 1}},
+        {"before": None, "after": {"id": 2, "name": "bob"}, "op": "c", "ts_ms": 2,
+         "source": {"db": "shop", "table": "customers", "ts_ms": 2, "pos": 2}},
+        {"before": {"id": 1, "name": "ann"}, "after": {"id": 1, "name": "anne"}, "op": "u",
+         "ts_ms": 3, "source": {"db": "shop", "table": "customers", "ts_ms": 3, "pos": 3}},
+    ]  # fmt: skip
+    (landing / "000.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    config = root / f"{name}.yaml"
+    config.write_text(
+        f"catalog: {{name: lake, uri: 'sqlite:///{root}/{name}.db', "
+        f"warehouse: '{(root / name).as_uri()}'}}\n"
+        f"pipelines:\n  - {{name: {name}, format: debezium-json, landing: '{landing.as_uri()}',"
+        " namespace: ods, keys: {customers: [id]}}\n"
+    )
+    return config, landing
+
+
+def _rows(root: Path, name: str) -> list[dict[str, object]]:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{root}/{name}.db", warehouse=str(root / name))
+    table = catalog.load_table("ods.customers")
+    rows = table.scan(selected_fields=("id", "name")).to_arrow().to_pylist()
+    return sorted(rows, key=lambda r: str(r["id"]))
+
+
+def test_the_wheel_holds_everything_a_deployment_runs(installed):
+    where = installed.run(
+        installed.python,
+        "-c",
+        "import cdc_ingest, cdc_ingest_airflow.dag_factory as f; "
+        "print(cdc_ingest.__file__); print(f.application_path())",
+    )
+    assert where.returncode == 0, where.stderr
+    package, application = where.stdout.split()
+    assert package.startswith(str(installed.venv)), package
+    assert application.startswith(str(installed.venv)), application
+    assert application.endswith("cdc_ingest/application/ingest_job.py")
+
+
+def test_setup_then_a_cold_run_from_the_wheel(installed):
+    from cdc_ingest.jars import jars_dir
+
+    config, _ = _debezium_landing(installed.root, "cold")
+    run = [installed.cli, "run", "--config", str(config), "--pipeline", "cold", "--cold"]
+
+    missing = installed.run(installed.cli, "setup", "--check")
+    assert missing.returncode == 1
+    assert "missing JVM artifact org.apache.iceberg:iceberg-spark-runtime" in missing.stdout
+    # Before setup, a run stops before Spark starts, in one line that says what to do.
+    refused = installed.run(*run)
+    assert refused.returncode == 2, tail(refused)
+    [line] = refused.stderr.strip().splitlines()
+    assert "JVM artifacts missing" in line and "cdc-ingest setup" in line, line
+
+    # An image built without network copies the artifacts it was given.
+    setup = installed.run(installed.cli, "setup", "--jars-dir", str(jars_dir()))
+    assert setup.returncode == 0, tail(setup)
+    assert "copied org.apache.iceberg:iceberg-spark-runtime" in setup.stdout
+    assert "wrote the driver's class archive" in setup.stdout
+    checked = installed.run(installed.cli, "setup", "--check")
+    assert checked.returncode == 0, tail(checked)
+    again = installed.run(installed.cli, "setup", "--jars-dir", str(jars_dir()))
+    assert again.returncode == 0 and "nothing to do" in again.stdout, tail(again)
+
+    applied = installed.run(*run)
+
+    assert applied.returncode == 0, tail(applied)
+    assert _rows(installed.root, "cold") == [{"id": 1, "name": "anne"}, {"id": 2, "name": "bob"}]
+
+
+def test_the_two_line_dag_file_runs_a_batch_from_the_wheel(installed):
+    from cdc_ingest.jars import jars_dir
+
+    setup = installed.run(installed.cli, "setup", "--jars-dir", str(jars_dir()))
+    assert setup.returncode == 0, tail(setup)
+    config, _ = _debezium_landing(installed.root, "dag")
+    dags = installed.root / "dags"
+    dags.mkdir()
+    (dags / "cdc_ingest.py").write_text(TWO_LINE_DAG_FILE)
+    home = installed.root / "airflow"
+    env = airflow_env(home, config, AIRFLOW__CORE__DAGS_FOLDER=str(dags))
+    migrate(env, installed.root)
+    env = {**env, **installed.env()}
+
+    done = subprocess.run(
+        [installed.python, "-m", "airflow", "dags", "test", "ingest_dag"],
+        env=env, cwd=installed.root, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, tail(done)
+    finished = [line for line in output.splitlines() if "DagRun Finished" in line]
+    assert finished and "state=success" in finished[-1], tail(done)
+    assert f"{installed.venv}/lib" in output and "ingest_job.py run --config" in output
+    assert _rows(installed.root, "dag") == [{"id": 1, "name": "anne"}, {"id": 2, "name": "bob"}]
