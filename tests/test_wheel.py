@@ -203,3 +203,97 @@ def test_the_two_line_dag_file_runs_a_batch_from_the_wheel(installed):
     assert finished and "state=success" in finished[-1], tail(done)
     assert f"{installed.venv}/lib" in output and "ingest_job.py run --config" in output
     assert _rows(installed.root, "dag") == [{"id": 1, "name": "anne"}, {"id": 2, "name": "bob"}]
+
+
+# What a cluster worker's Python holds: pyarrow and pandas (and what pandas needs), nothing else.
+WORKER_PACKAGES = (
+    "pyarrow",
+    "pandas",
+    "numpy",
+    "numpy.libs",
+    "dateutil",
+    "pytz",
+    "tzdata",
+    "six.py",
+)
+
+
+def _worker_python(root: Path) -> str:
+    """A virtualenv of only pyarrow and pandas, linked from this environment's site-packages."""
+    import pyspark
+
+    site_packages = Path(pyspark.__file__).parent.parent
+    packages = root / "worker-packages"
+    packages.mkdir()
+    for name in WORKER_PACKAGES:
+        if (site_packages / name).exists():
+            (packages / name).symlink_to(site_packages / name)
+    venv = root / "worker-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = (venv / "lib").glob("python3.*/site-packages")
+    (site / "packages.pth").write_text(f"{packages}\n")
+    return str(venv / "bin" / "python")
+
+
+def test_a_cluster_whose_workers_have_only_pyarrow_and_pandas_runs_the_dag(installed):
+    """Issue 66, 5: the driver ships the package to the executors (addPyFile); the workers'
+    Python, named as Spark names it in the pipelines file, holds nothing of ours."""
+    from cdc_ingest.jars import jars_dir
+    from spark_cluster import spark_cluster
+
+    setup = installed.run(installed.cli, "setup", "--jars-dir", str(jars_dir()))
+    assert setup.returncode == 0, tail(setup)
+    root = installed.root / "cluster-run"
+    root.mkdir()
+    worker_python = _worker_python(root)
+    bare = installed.run(worker_python, "-c", "import pandas, pyarrow; import cdc_ingest")
+    assert "No module named 'cdc_ingest'" in bare.stderr, bare.stderr
+    landing = root / "landing"
+    landing.mkdir()
+    # Five files of about 1 MB: more than the driver reads itself, so Python workers read them.
+    filler = "x" * 1000
+    for n in range(5):
+        lines = [
+            json.dumps({"before": None, "after": {"id": n * 1000 + i, "doc": filler}, "op": "c",
+                        "source": {"db": "shop", "table": "docs", "ts_ms": 1, "pos": i},
+                        "ts_ms": 1})
+            for i in range(900)
+        ]  # fmt: skip
+        (landing / f"{n:03}.json").write_text("\n".join(lines) + "\n")
+    config = root / "pipelines.yaml"
+    config.write_text(
+        f"catalog: {{name: lake, uri: 'sqlite:///{root}/catalog.db', "
+        f"warehouse: '{(root / 'warehouse').as_uri()}'}}\n"
+        "spark:\n  conn_id: spark_cluster\n  conf:\n"
+        f"    spark.pyspark.python: {worker_python}\n"
+        "    spark.executor.memory: 1g\n    spark.cores.max: '1'\n"
+        f"pipelines:\n  - {{name: docs, format: debezium-json, landing: '{landing.as_uri()}',"
+        " namespace: ods, keys: {docs: [id]}}\n"
+    )
+    dags = root / "dags"
+    dags.mkdir()
+    (dags / "cdc_ingest.py").write_text(TWO_LINE_DAG_FILE)
+    home = root / "airflow"
+    env = airflow_env(home, config, AIRFLOW__CORE__DAGS_FOLDER=str(dags))
+    migrate(env, root)
+    with spark_cluster(root / "spark", installed.env()) as cluster:
+        cluster.start_worker()
+        connection = {"conn_type": "spark", "host": "spark://127.0.0.1", "port": cluster.port,
+                      "extra": {"deploy-mode": "client"}}  # fmt: skip
+        env = {**env, **installed.env(AIRFLOW_CONN_SPARK_CLUSTER=json.dumps(connection))}
+
+        done = subprocess.run(
+            [installed.python, "-m", "airflow", "dags", "test", "ingest_docs"],
+            env=env, cwd=root, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+
+        assert done.returncode == 0, tail(done)
+        apps = cluster.state()["completedapps"]
+        assert [a for a in apps if a["name"] == "cdc-ingest-docs"], apps
+        logs = [p.read_text(errors="replace") for p in cluster.executor_logs()]
+        assert any("Finished task" in text for text in logs), "no task ran on an executor"
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{root}/catalog.db", warehouse=str(root))
+    ids = catalog.load_table("ods.docs").scan(selected_fields=("id",)).to_arrow()["id"]
+    assert sorted(ids.to_pylist()) == [n * 1000 + i for n in range(5) for i in range(900)]

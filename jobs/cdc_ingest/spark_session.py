@@ -16,6 +16,7 @@ from cdc_ingest.config import CatalogConfig
 from cdc_ingest.jars import EnvironmentProblem, job_jars
 from cdc_ingest.jvm_archive import driver_options
 from cdc_ingest.lineage import LineageConfig, lineage_conf, lineage_jars
+from cdc_ingest.shipping import ship_package
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -72,6 +73,10 @@ def submit_conf(
     return conf
 
 
+# The Python of the executors' workers, as Spark names it (a pipelines file's spark.conf may).
+WORKER_PYTHON = "spark.pyspark.python"
+
+
 def session_conf(class_archive: Callable[[str], str] = driver_options) -> dict[str, str]:
     """Settings the job relies on regardless of catalog (``class_archive``: as ``submit_conf``)."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
@@ -109,7 +114,10 @@ def session_conf(class_archive: Callable[[str], str] = driver_options) -> dict[s
         # The driver maps the classes an install archived (the executors of a cluster do not:
         # their class path is another).
         DRIVER_OPTIONS: f"{JVM_OPTIONS} {class_archive(JVM_OPTIONS)}".strip(),
-        "spark.pyspark.python": python,
+        WORKER_PYTHON: python,
+        # The driver runs this interpreter, which has the package, whatever Python the
+        # pipelines file gives the workers (spark.pyspark.python would be the driver's too).
+        "spark.pyspark.driver.python": sys.executable,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.redaction.regex": REDACTION_REGEX,
@@ -207,8 +215,12 @@ def build_session(
         builder = builder.config("spark.jars", ",".join(job_jars() + lineage_jars(lineage)))
         for key, value in lineage_conf(lineage).items():
             builder = builder.config(key, value)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = submit_conf(extra_conf) if extra_conf else session_conf()
+    # PySpark starts the workers of a session it launches with PYSPARK_PYTHON, not the conf: a
+    # pipelines file's worker Python (spark.pyspark.python) reaches them that way.
+    os.environ["PYSPARK_PYTHON"] = (extra_conf or {}).get(
+        WORKER_PYTHON, os.environ.get("PYSPARK_PYTHON", sys.executable)
+    )
     conf = sized_for_batch(conf, planned_bytes)
     if long_lived:
         conf = fixed_heap(conf)
@@ -216,6 +228,7 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CDC_INGEST_SPARK_LOG_LEVEL", "WARN"))
+    ship_package(spark)
     return spark
 
 
