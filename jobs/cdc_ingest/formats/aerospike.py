@@ -47,6 +47,9 @@ class AerospikeDecoder(MessageDecoder):
     name: ClassVar[str] = "aerospike"
     image_json_paths: ClassVar[tuple[str, ...]] = ("$",)
     deletes_without_table: ClassVar[bool] = True
+    own_columns: ClassVar[frozenset[str]] = frozenset(
+        c for c in META_COLUMNS if c.startswith("_cdc_")
+    )
 
     @property
     def metadata_key(self) -> str:

@@ -50,6 +50,9 @@ class Decoder(ABC):
     #: a statement is placed among the rows by the ordering value, else by landing position
     #: (file, line, row), which for a format sending both in one stream is its order.
     statements_apart: ClassVar[bool] = False
+    #: Columns the decoder itself adds to each image under the job's prefix (``_cdc_``, which no
+    #: source column may take): the format's own metadata kept in the mirror.
+    own_columns: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self, options: dict[str, Any] | None = None, bound_table: str | None = None

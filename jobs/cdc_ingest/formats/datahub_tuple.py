@@ -76,6 +76,7 @@ class DataHubTupleDecoder(MessageDecoder):
 
     name: ClassVar[str] = "datahub-tuple"
     image_json_paths: ClassVar[tuple[str, ...]] = ("$",)
+    own_columns: ClassVar[frozenset[str]] = frozenset({SEQUENCE_COLUMN, EXECUTE_TIME_COLUMN})
 
     def parse(self, records: DataFrame) -> DataFrame:
         # A flat object of strings: a line that is not one parses to null.

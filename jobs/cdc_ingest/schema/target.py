@@ -7,6 +7,7 @@ created and new columns added before anything is merged.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -224,7 +225,7 @@ def prepare_target(
             for n, t in stored.items()
             if n not in SYSTEM_COLUMNS and n != DELETED_COLUMN and n not in computed_names
         }
-    refused = refused_columns([*existing, *columns])
+    refused = refused_columns([*existing, *columns], decoder.own_columns)
     columns = [c for c in columns if c not in refused]
     types: dict[str, ColumnType] = {}
     widened: dict[str, str] = {}
@@ -333,17 +334,18 @@ def prepare_target(
     return target, created
 
 
-def refused_columns(names: list[str]) -> dict[str, str]:
+def refused_columns(names: list[str], own: Collection[str] = ()) -> dict[str, str]:
     """Column names a table cannot hold, each with the dead letter's reason.
 
     Spark and Iceberg here compare column names without case: ``id`` and ``ID`` cannot both be
     columns, so changes carrying the later spelling are dead-lettered; a column needs a name; and
-    a source column named like the job's own columns (``RESERVED_PREFIX``) would be one of them.
+    a source column named like the job's own columns (``RESERVED_PREFIX``) would be one of them,
+    unless the format adds it itself (``own``: ``Decoder.own_columns``).
     """
     first: dict[str, str] = {}
     refused: dict[str, str] = {}
     for name in names:
-        if is_reserved(name):
+        if is_reserved(name) and name not in own:
             refused[name] = (
                 f"column '{name}': {RESERVED_RULE} (the columns it adds to every mirror): "
                 "the change is not applied"
