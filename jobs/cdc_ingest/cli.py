@@ -110,7 +110,10 @@ def _setup(args: argparse.Namespace) -> int:
     from cdc_ingest.jvm_setup import problems, setup
 
     if args.check:
-        found = problems()
+        try:
+            found = problems()
+        except EnvironmentProblem as exc:
+            return _fail(str(exc))
         for line in found or ["every JVM artifact and the class archive are in place"]:
             print(line)
         return 1 if found else EXIT_OK
@@ -238,6 +241,12 @@ def execute(
         pipeline = config.pipeline(args.pipeline)
     except ConfigError as exc:
         return _fail(str(exc))
+    from cdc_ingest.jars import EnvironmentProblem, spark_line
+
+    try:
+        spark_line()  # before anything imports pyspark: another line is refused, not half-run
+    except EnvironmentProblem as exc:
+        return _fail(f"pipeline {pipeline.name}: {exc}")
 
     from cdc_ingest.landing.zones import list_landed
     from cdc_ingest.run.batch import DriverOutOfMemory, run_pipeline

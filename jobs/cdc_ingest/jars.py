@@ -6,13 +6,16 @@ into :func:`jars_dir`. From then on the job, the DAGs' spark-submit, the tests a
 the files from there (``spark.jars``), so no run resolves anything or reaches the network; on a
 Spark cluster the driver ships them to the executors.
 
-One Iceberg release for every Iceberg artifact: 1.12.0 is the newest with a Spark 3.5 runtime.
+One Iceberg release for every Iceberg artifact (1.12.0), and the artifacts of the installed Spark
+line (:data:`SPARK_LINES`); another line is refused before Spark starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ICEBERG_VERSION = "1.12.0"
-SPARK_LINE = "3.5_2.12"
+# The Spark lines the job supports, each with its Scala version: Iceberg 1.12.0 publishes Spark
+# runtimes for 3.5 (Scala 2.12) and 4.1 (Scala 2.13) only, none for 4.0, 4.2 or 4.3.
+SPARK_LINES = {"3.5": "2.12", "4.1": "2.13"}
 JARS_DIR_VARIABLE = "CDC_INGEST_JARS_DIR"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
@@ -53,31 +58,73 @@ class Artifact:
         return f"{self.artifact}-{self.version}{tail}.jar"
 
 
-ICEBERG_SPARK_RUNTIME = Artifact(
-    "org.apache.iceberg", f"iceberg-spark-runtime-{SPARK_LINE}", ICEBERG_VERSION
-)
-# S3FileIO (in the runtime jar) needs the AWS SDK v2, which this bundle shades.
-ICEBERG_AWS_BUNDLE = Artifact("org.apache.iceberg", "iceberg-aws-bundle", ICEBERG_VERSION)
-SQLITE_JDBC = Artifact("org.xerial", "sqlite-jdbc", "3.51.1.0")
-POSTGRESQL_JDBC = Artifact("org.postgresql", "postgresql", "42.7.14")
-# Spark's Avro source for Avro landing zones: pyspark's own release (Avro is in Spark's jars).
-SPARK_AVRO = Artifact("org.apache.spark", "spark-avro_2.12", "3.5.9")
+def installed_spark() -> str:
+    """The installed pyspark's version, read from its files: nothing of Spark is imported (a DAG
+    file's parse must stay cheap).
 
-# Every jar of the job, in classpath order; the catalog's JDBC drivers are on it whatever the
-# catalog, so that one session can be re-pointed at a catalog of another kind.
-JOB_ARTIFACTS = (
-    ICEBERG_SPARK_RUNTIME,
-    ICEBERG_AWS_BUNDLE,
-    SQLITE_JDBC,
-    POSTGRESQL_JDBC,
-    SPARK_AVRO,
-)
+    Raises:
+        EnvironmentProblem: pyspark is not installed.
+    """
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise EnvironmentProblem("pyspark is not installed: pip install 'cdc-ingest[spark35]'")
+    # Through its loader: under spark-submit, pyspark is imported from Spark's pyspark.zip.
+    version = os.path.join(next(iter(spec.submodule_search_locations)), "version.py")
+    try:
+        text = spec.loader.get_data(version).decode()  # type: ignore[union-attr]
+    except (AttributeError, OSError):
+        text = ""
+    found = re.search(r"__version__[^=]*=\s*[\"']([^\"']+)", text)
+    if found is None:
+        raise EnvironmentProblem(f"cannot tell the installed pyspark's version from {version}")
+    return found[1]
 
 
-# Resolved with the job's jars, loaded only when a pipelines file asks (cdc_ingest.lineage): the
-# OpenLineage Spark integration, the newest release whose dependencies resolve here (1.38 to 1.40
-# did not), Scala 2.12 for Spark 3.5.
-OPTIONAL_ARTIFACTS = (Artifact("io.openlineage", "openlineage-spark_2.12", "1.37.0"),)
+def spark_line(version: str | None = None) -> str:
+    """The Spark line (``3.5``, ``4.1``) of ``version`` (the installed pyspark's by default).
+
+    Raises:
+        EnvironmentProblem: a line the job does not support, refused before Spark starts.
+    """
+    version = version or installed_spark()
+    line = ".".join(version.split(".")[:2])
+    if line not in SPARK_LINES:
+        raise EnvironmentProblem(
+            f"pyspark {version} is Spark {line}, which cdc-ingest does not support: install "
+            f"Spark {' or '.join(SPARK_LINES)} (Iceberg {ICEBERG_VERSION} has Spark runtimes for "
+            "those only)"
+        )
+    return line
+
+
+def job_artifacts(version: str | None = None) -> tuple[Artifact, ...]:
+    """Every jar of the job for Spark ``version`` (the installed one's by default), in classpath
+    order; the catalog's JDBC drivers are on it whatever the catalog, so that one session can be
+    re-pointed at a catalog of another kind.
+
+    Raises:
+        EnvironmentProblem: a Spark line the job does not support.
+    """
+    version = version or installed_spark()
+    line = spark_line(version)
+    scala = SPARK_LINES[line]
+    return (
+        Artifact("org.apache.iceberg", f"iceberg-spark-runtime-{line}_{scala}", ICEBERG_VERSION),
+        # S3FileIO (in the runtime jar) needs the AWS SDK v2, which this bundle shades.
+        Artifact("org.apache.iceberg", "iceberg-aws-bundle", ICEBERG_VERSION),
+        Artifact("org.xerial", "sqlite-jdbc", "3.51.1.0"),
+        Artifact("org.postgresql", "postgresql", "42.7.14"),
+        # Spark's Avro source for Avro landing zones: pyspark's own release.
+        Artifact("org.apache.spark", f"spark-avro_{scala}", version),
+    )
+
+
+def optional_artifacts(version: str | None = None) -> tuple[Artifact, ...]:
+    """Resolved with the job's jars, loaded only when a pipelines file asks (cdc_ingest.lineage):
+    the OpenLineage Spark integration, the newest release whose dependencies resolve here (1.38
+    to 1.40 did not)."""
+    scala = SPARK_LINES[spark_line(version)]
+    return (Artifact("io.openlineage", f"openlineage-spark_{scala}", "1.37.0"),)
 
 
 def jars_dir() -> Path:
@@ -109,7 +156,7 @@ def artifact_paths(artifacts: Sequence[Artifact], directory: Path | None = None)
 
 def job_jars() -> list[str]:
     """Every jar the ingestion job needs on the Spark classpath."""
-    return artifact_paths(JOB_ARTIFACTS)
+    return artifact_paths(job_artifacts())
 
 
 def _pom(artifacts: Sequence[Artifact]) -> str:
@@ -176,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="cache directory")
     args = parser.parse_args(argv)
     try:
-        paths = resolve((*JOB_ARTIFACTS, *OPTIONAL_ARTIFACTS), args.dir or jars_dir())
+        paths = resolve((*job_artifacts(), *optional_artifacts()), args.dir or jars_dir())
     except EnvironmentProblem as exc:
         print(f"cdc-ingest: {exc}", file=sys.stderr)
         return 2

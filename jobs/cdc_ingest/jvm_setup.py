@@ -13,22 +13,25 @@ import shutil
 from pathlib import Path
 
 from cdc_ingest.jars import (
-    JOB_ARTIFACTS,
-    OPTIONAL_ARTIFACTS,
     Artifact,
     EnvironmentProblem,
     jars_dir,
+    job_artifacts,
+    optional_artifacts,
     resolve,
 )
 from cdc_ingest.jvm_archive import archive_path, build_archive
 
-ARTIFACTS = (*JOB_ARTIFACTS, *OPTIONAL_ARTIFACTS)
+
+def artifacts() -> tuple[Artifact, ...]:
+    """The installed Spark line's artifacts, the optional ones included."""
+    return (*job_artifacts(), *optional_artifacts())
 
 
 def missing_artifacts(directory: Path | None = None) -> list[Artifact]:
     """The artifacts not in ``directory`` (the environment's jars by default)."""
     directory = directory or jars_dir()
-    return [a for a in ARTIFACTS if not (directory / a.file_name).is_file()]
+    return [a for a in artifacts() if not (directory / a.file_name).is_file()]
 
 
 def copy_artifacts(source: Path, directory: Path) -> list[Artifact]:
@@ -53,12 +56,16 @@ def archive_is_current(directory: Path | None = None) -> bool:
     if not archive.is_file():
         return False
     directory = directory or jars_dir()
-    newest = max((directory / a.file_name).stat().st_mtime for a in JOB_ARTIFACTS)
+    newest = max((directory / a.file_name).stat().st_mtime for a in job_artifacts())
     return archive.stat().st_mtime >= newest
 
 
 def problems() -> list[str]:
-    """What the installation lacks, one line each (``cdc-ingest setup --check``)."""
+    """What the installation lacks, one line each (``cdc-ingest setup --check``).
+
+    Raises:
+        EnvironmentProblem: a Spark line the job does not support.
+    """
     found = [f"missing JVM artifact {a.coordinates}" for a in missing_artifacts()]
     if not found and not archive_is_current():
         found.append(f"the driver's class archive {archive_path()} is missing or out of date")
@@ -78,7 +85,7 @@ def setup(jars_from: Path | None = None, class_archive: bool = True) -> list[str
         done += [f"copied {a.coordinates}" for a in copy_artifacts(jars_from, directory)]
     else:
         wanted = missing_artifacts(directory)
-        resolve(ARTIFACTS, directory)
+        resolve(artifacts(), directory)
         done += [f"resolved {a.coordinates}" for a in wanted]
     if class_archive and not archive_is_current(directory):
         try:

@@ -22,9 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdc_ingest.jars import OPTIONAL_ARTIFACTS, artifact_paths
+from cdc_ingest.jars import artifact_paths, optional_artifacts
 
-[OPENLINEAGE_SPARK] = OPTIONAL_ARTIFACTS
 LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 DEFAULT_NAMESPACE = "cdc_ingest"
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -80,4 +79,4 @@ def lineage_conf(lineage: LineageConfig | None) -> dict[str, str]:
 
 def lineage_jars(lineage: LineageConfig | None) -> list[str]:
     """The listener's jar (resolved by ``make install``) when lineage is on."""
-    return artifact_paths([OPENLINEAGE_SPARK]) if lineage is not None else []
+    return artifact_paths(optional_artifacts()) if lineage is not None else []

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cdc_ingest.config import Config
-from cdc_ingest.jars import artifact_paths
+from cdc_ingest.jars import artifact_paths, optional_artifacts
 from cdc_ingest.jvm_archive import driver_options, hooks_class_loading
-from cdc_ingest.lineage import OPENLINEAGE_SPARK, lineage_conf
+from cdc_ingest.lineage import lineage_conf
 from cdc_ingest.spark_session import job_jars, submit_conf
 
 TAG = "cdc-ingest"
@@ -63,7 +63,7 @@ def submit_jars(lineage: bool = False) -> str:
         EnvironmentProblem: naming the missing artifacts and how to resolve them; raised while
             the task renders its templates, so the task fails before spark-submit starts.
     """
-    return ",".join(job_jars() + (artifact_paths([OPENLINEAGE_SPARK]) if lineage else []))
+    return ",".join(job_jars() + (artifact_paths(optional_artifacts()) if lineage else []))
 
 
 def jars_template(config: Config) -> str:
