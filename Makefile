@@ -22,10 +22,13 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 install: system-deps $(STAMP) $(JARS_STAMP) $(ARCHIVE_STAMP)
 
-$(STAMP): pyproject.toml
+# The tested versions of every dependency (pyproject.toml declares ranges).
+CONSTRAINTS := constraints/py3.11-spark3.5-airflow3.3.txt
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -c $(CONSTRAINTS)
 	@# apache-airflow-providers-apache-spark 6.x would swap pyspark for pyspark-client 4.x.
 	@$(BIN)/python -c "import pyspark, sys; v = pyspark.__version__; print('pyspark', v); sys.exit(v != '3.5.9')"
 	touch $(STAMP)

@@ -105,6 +105,16 @@ def pinned_version(requirement: Requirement) -> str:
     return pins[0]
 
 
+def constraint_pins(path: Path) -> dict[str, str]:
+    """The exact versions a constraints file pins, by lower-cased package name."""
+    pins: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        name, sep, version = line.partition("==")
+        if sep and not line.startswith("#"):
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
 def as_list(command: Any) -> list[str]:
     """A compose ``command`` (list or string) as words."""
     if command is None:

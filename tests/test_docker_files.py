@@ -16,10 +16,10 @@ from conftest import REPO
 from docker_files import (
     Dockerfile,
     airflow_version_problems,
+    constraint_pins,
     dependency_problems,
     dockerfile_install_problems,
     load_compose,
-    pinned_version,
     pyproject_requirements,
     required_service_problems,
     spark_connection_problems,
@@ -29,7 +29,9 @@ from docker_files import (
 
 DOCKER = REPO / "docker"
 REQUIREMENTS = pyproject_requirements(REPO / "pyproject.toml")
-PYSPARK = pinned_version(REQUIREMENTS["pyspark"])
+# The tested pins: pyproject.toml declares ranges.
+PINS = constraint_pins(REPO / "constraints" / "py3.11-spark3.5-airflow3.3.txt")
+PYSPARK = PINS["pyspark"]
 AIRFLOW = REQUIREMENTS["apache-airflow"]
 
 
@@ -45,7 +47,8 @@ def dockerfile() -> Dockerfile:
 
 def test_pyproject_pins_are_what_the_stack_notes_say():
     assert PYSPARK == "3.5.9"
-    assert str(AIRFLOW.specifier) == "==3.3.*"
+    assert str(AIRFLOW.specifier) == "<4,>=3.3"
+    assert PINS["apache-airflow"] == "3.3.2"
 
 
 def test_compose_has_every_service_of_the_stack(compose):
@@ -161,10 +164,11 @@ def test_broken_dockerfile_installs_are_reported():
     ]
     old_airflow = Dockerfile.parse(text.replace("AIRFLOW_VERSION=3.3.2", "AIRFLOW_VERSION=3.2.1"))
     assert dockerfile_install_problems(old_airflow, REQUIREMENTS) == [
-        "Dockerfile installs apache-airflow[postgres]==3.2.1, pyproject wants apache-airflow==3.3.*"
+        "Dockerfile installs apache-airflow[postgres]==3.2.1, "
+        "pyproject wants apache-airflow<4,>=3.3"
     ]
     assert airflow_version_problems({"services": {}}, old_airflow, AIRFLOW) == [
-        "Dockerfile ARG AIRFLOW_VERSION='3.2.1' not in ==3.3.*"
+        "Dockerfile ARG AIRFLOW_VERSION='3.2.1' not in <4,>=3.3"
     ]
 
 
