@@ -38,8 +38,8 @@ def arrow_frame(spark: SparkSession, rows: pa.Table, ddl: str | None = None) -> 
     ``createDataFrame`` streams a pandas frame's (PySpark 3.5 takes no Arrow table).
 
     ``ddl``: the frame's Spark schema where the caller knows it. PySpark's own conversion of an
-    Arrow schema imports ``distutils``, which setuptools' shim answers by importing setuptools
-    (a cold 1-line run's Python: 1.26 against 1.15 CPU-s, docs/performance.md)."""
+    Arrow schema imports ``distutils``, which setuptools' shim answers by importing setuptools,
+    a cost a cold run pays for nothing."""
     import pyarrow as pa
     from pyspark.sql import DataFrame
     from pyspark.sql.pandas.serializers import ArrowStreamSerializer

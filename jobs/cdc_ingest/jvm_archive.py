@@ -1,11 +1,9 @@
-"""A class-data-sharing archive of the driver JVM's classes, built at install (issue 52).
+"""A class-data-sharing archive of the driver JVM's classes, built at install.
 
 A cold run's JVM loads and verifies about 19,000 classes (Spark, Iceberg, Parquet, the JDBC
 drivers) before it reads a line. HotSpot can map them from an archive a previous JVM wrote at
-exit instead (dynamic AppCDS, ``-XX:ArchiveClassesAtExit``): measured on 28 November 2026 (2
-cores), a cold session that creates an Iceberg table and MERGEs one row cost 34.9 CPU-s and
-22.5 s without it, 16.4 CPU-s and 12.9 s with it (HotSpot's C1 only, as the tests run it; a bare
-session counting one row with both compilers, 25 against 15.6 CPU-s).
+exit instead (dynamic AppCDS, ``-XX:ArchiveClassesAtExit``), which roughly halves what a cold
+session spends before its first batch.
 
 ``make install`` runs ``python -m cdc_ingest.jvm_archive``: a small pipeline (created table,
 update, delete, DDL) runs once in a JVM that writes the archive at exit, so that the classes a
@@ -108,9 +106,8 @@ def _link_loaded(spark: Any, log: Path) -> None:
 
     A dynamic archive takes only linked classes. About 1,100 of the Iceberg runtime's were loaded
     but never linked (the verifier loads the classes a method names to check it), so a cold run
-    read them from the jar again: a cold 1-line run 7.12 CPU-s with them left out, 6.91 with them
-    linked here (29 November 2026, medians of six alternating runs; 31 Iceberg classes left to
-    read from the jar instead of 1,063). Reflecting on a class's methods links it without running
+    read them from the jar again; linked here, nearly all of them come from the archive.
+    Reflecting on a class's methods links it without running
     its static initializer."""
     from py4j.protocol import Py4JError
 

@@ -6,8 +6,8 @@ and row it was landed at). Tables keep it as ``binary``, eight bytes per element
 the sign bit flipped, so that unsigned byte order (Spark's and Arrow's order of ``binary``) is
 the list's order, and a list that is a prefix of another sorts first, as it does as a list. A list
 column would cost every read of the table its vectorization: Iceberg reads Parquet vectorized only
-when every projected column is primitive (Iceberg issue 521), and the classification reads every
-row's key and order (10M rows: about 8 CPU-s as a list, 2.5 as ``binary``).
+when every projected column is primitive, and the classification reads every row's key and
+order.
 
 A null element (a field a change does not have, such as Debezium's ``lsn`` from MySQL) is stored
 as the smallest bigint, so it sorts first, as a null element does when Spark compares lists (it

@@ -37,7 +37,7 @@ HUGE_METHODS_FLAG = "DontCompileHugeMethods"
 # G1 starts a concurrent marking of the old generation whenever a humongous object (a Tungsten
 # page, a sort's pointer array) is allocated above its initiating occupancy, which it adapts
 # down to about what the batch's local checkpoints keep live: in a 1M-change batch, a marking
-# every 1.5 s (1.5 to 1.9 CPU-s, and the write barriers' cost in the tasks). A fixed 80% starts
+# every second or two, and the write barriers' cost in the tasks. A fixed 80% starts
 # one only when the old generation is mostly garbage (docs/performance.md).
 JVM_FLAGS = {
     HUGE_METHODS_FLAG: f"-XX:-{HUGE_METHODS_FLAG}",
@@ -106,8 +106,8 @@ def session_conf(class_archive: Callable[[str], str] = driver_options) -> dict[s
         # Whole-stage code generation fuses a stage into one method; typing more than about 40
         # integer columns (a wide table, a group of tables) grows it past the JVM's 64 KB
         # limit, which Spark's default of 100 fields lets it try: an ERROR with the generated
-        # source, the failed compile's CPU, then the stage unfused anyway. Measured neutral on
-        # the narrow benches (27 November 2026, docs/performance-history.md).
+        # source, the failed compile's CPU, then the stage unfused anyway. It costs the narrow
+        # benches nothing measurable (docs/performance-history.md).
         "spark.sql.codegen.maxFields": "40",
         # A stage that decodes or types many columns generates methods over HotSpot's limit.
         **{key: JVM_OPTIONS for key in JVM_OPTION_KEYS},
@@ -131,16 +131,15 @@ def configure_catalog(spark: SparkSession, catalog: CatalogConfig) -> None:
 
 
 # A cold run of a batch this small (the planned files' bytes) runs its driver with HotSpot's
-# quick compiler only: its optimizing compiler (C2) costs such a run more than it saves. Measured
-# on a 1-line batch: 45.0 CPU-s with both compilers, 25.3 with C1 only; a warm engine, whose
+# quick compiler only: its optimizing compiler (C2) costs such a run more than it saves; a warm
+# engine, whose
 # compiled code serves every later batch, keeps both.
 SMALL_BATCH_BYTES = int(os.environ.get("CDC_INGEST_SMALL_BATCH_BYTES", str(8 * 2**20)))
 QUICK_COMPILER_ONLY = "-XX:TieredStopAtLevel=1"
 # A cold run of a batch smaller still has Spark interpret its expressions instead of generating
 # and compiling code for them: a cold JVM compiles each generated class with Janino, itself not
-# compiled yet, for a plan that then runs over a few rows. Measured on 29 November 2026 (C1
-# only, medians of four alternating runs): a 1-line batch 9.22 CPU-s with code generation, 8.06
-# interpreted; 1 MB of lines 9.73 and 9.18; 8 MB 12.09 and 13.52, where the rows pay.
+# compiled yet, for a plan that then runs over a few rows. Past this size the rows pay more
+# for interpretation than compiling saves.
 TINY_BATCH_BYTES = int(os.environ.get("CDC_INGEST_TINY_BATCH_BYTES", str(2**20)))
 INTERPRETED_EXPRESSIONS = {
     "spark.sql.codegen.wholeStage": "false",

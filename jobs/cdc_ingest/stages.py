@@ -23,7 +23,7 @@ class StageTimings:
     """Seconds spent per stage path, summed over every time the stage ran.
 
     Attributes:
-        cpu_clock: a CPU-seconds clock (the bench's process-tree clock), or None for wall only.
+        cpu_clock: a clock of CPU seconds (the bench's process-tree clock), or None for wall only.
         spent: ``[wall, cpu]`` seconds by stage path (``cpu`` stays 0 without a clock).
     """
 

@@ -299,7 +299,7 @@ def _through_pyiceberg(arrow: ArrowCatalog | None, table: FreshTable, created: b
     """Whether a table alone in its group is still classified as a group, for pyiceberg to
     write it: a group of one shares no plan, but pyiceberg appends a created table's rows and
     rewrites a small one's for a tenth of what a Spark append or MERGE costs (the Spark jobs a
-    small batch into a small table mostly paid: a 1-line cold run 8.3 against 7.35 CPU-s)."""
+    small batch into a small table mostly paid; performance.md, "Figures behind the code")."""
     if arrow is None or not arrow.available:
         return False
     return created or arrow.rewritable(table.target.identifier, existing_tables.REWRITTEN_ROWS)

@@ -71,9 +71,8 @@ if TYPE_CHECKING:
     from cdc_ingest.state.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import TableSummary
 
-# A table of at most this many rows is rewritten whole through pyiceberg (reading, filtering and
-# writing 100,000 narrow rows costs about a tenth of a CPU second; a MERGE, whatever its size,
-# a job, its tasks and Spark's row-level planning, 0.1 to 0.3 CPU-s): larger ones are merged.
+# A table of at most this many rows is rewritten whole through pyiceberg, which costs less than
+# the job, tasks and row-level planning any MERGE pays, however small: larger ones are merged.
 REWRITTEN_ROWS = 100_000
 # The rows of a group's tables read into the driver for their classification, at most (the rest
 # of the group's tables are read by Spark).
@@ -183,7 +182,7 @@ class ExistingGroup(FreshGroup):
         """Each table's keys and orders, named by table, and the snapshot each is read at (in
         ``_read_at``: a table's write compares orders again only if another writer moved it on
         since). Small tables are read by pyiceberg into one local relation: Spark plans a scan of
-        each table it reads (about 25 ms of CPU per table, 7 CPU-s for 300); the others are read
+        each table it reads, which adds up over hundreds of tables; the others are read
         by one SQL statement of ``UNION ALL``s (one analysis for the group), kept to the keys of
         ``newest`` (the group's changes) when those are few (``few_keys``)."""
         columns = [*self.keys, ORDER_COLUMN, *([DELETED_COLUMN] if self.soft else [])]

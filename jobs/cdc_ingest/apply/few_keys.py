@@ -2,14 +2,13 @@
 
 Both reads of a mirror a batch makes, the classification's join and the ``MERGE INTO``, are
 outer joins with the batch's changes on the preserved side, so Spark shuffles and sorts every
-row of the table to join it with a few thousand changes. Measured on 26 November 2026 (2 cores,
-2,000 changes into 10M rows, CPU of the process tree): the classification's join 5.6 CPU-s, 2.0
-when the table's rows are first kept to the batch's keys by a broadcast semi-join while it is
-read; the MERGE 9 CPU-s, 4.3 with the keys listed in its ``ON`` condition (``t.id IN (...)``),
-which Spark applies to the table's rows before the shuffle (and Iceberg to its files'
-statistics). Either is implied by the join's own key equality, so the result is the same; it
-pays only where the table is much larger than the batch (the semi-join computes the batch's
-collapse a second time, the list costs a small job).
+row of the table to join it with a few thousand changes. Both cost less than half as much when
+the table's rows are first kept to the batch's keys: by a broadcast semi-join while the
+classification reads it, and by the keys listed in the MERGE's ``ON`` condition
+(``t.id IN (...)``), which Spark applies to the table's rows before the shuffle (and Iceberg to its
+files' statistics). Either is implied by the join's own key equality, so the result is the same; it
+pays only where the table is much larger than the batch (the semi-join computes the batch's collapse
+a second time, the list costs a small job).
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 # One table's changes (not collapsed: ``keyed.with_table_rows``) are semi-joined at up to this
 # many (a broadcast of 2M bigint keys is about 50 MB) into a table of at least this many times as
-# many rows. The broadcast costs about 1.4 CPU-s per million keys, each table row it keeps out of
-# the join's shuffle and sort about a quarter of that per key.
+# many rows: below that ratio the broadcast costs more than the rows it keeps out of the join's
+# shuffle and sort save.
 BROADCAST_KEYS = 2_000_000
 SEMI_JOINED_LARGER = 8
 

@@ -47,8 +47,8 @@ def merge_target(
     The classification already compared each change's order with the row's (``OLDER`` changes
     are not merged). ``guarded`` repeats that comparison inside the MERGE, for a table another
     writer committed to since the classification read it: the comparison reads the table's
-    ``_cdc_order`` on every row (2M rows: 4.7 CPU-s without it, 5.2 with it as ``binary``, 7.7
-    when it was a list, which Iceberg does not read vectorized). ``merged`` changes (the count of
+    ``_cdc_order`` on every row, cheaply as ``binary``, which Iceberg reads vectorized (a list
+    it does not). ``merged`` changes (the count of
     the classification's merged actions) into ``table_rows`` rows may list their keys in the
     condition (``few_keys.listed_keys``); where they are too many for that but the table is still
     much larger, a bloom filter of their keys keeps its other rows out of the join

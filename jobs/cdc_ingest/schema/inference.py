@@ -70,8 +70,7 @@ def _with_image(frame: DataFrame, text: str, decoder: Decoder, keep: list[str]) 
     a struct (``_paths_struct``): Spark's JSON parser copies a field declared a string that holds
     an object as its JSON text, as ``get_json_object`` does. ``get_json_object`` parses the
     message once per path tried, and runs interpreted: a Debezium message without a ``payload``
-    was parsed twice for its after image, four times for a delete's before image (about 0.9 of
-    2.4 CPU-s of the inference of 100,000 images in 300 tables, 26 November 2026).
+    was parsed twice for its after image, four times for a delete's before image.
     """
     # The regular expression only for a text that can hold such a token: a substring test costs a
     # fraction of a regular expression's scan of every sampled message.
@@ -221,8 +220,8 @@ class TypeInference:
         # The table's name as a JSON string, quotes and backslashes escaped: ["name"] unwrapped.
         name = f"regexp_replace(to_json(array(_cdc_target)), {_ARRAY_BRACKETS}, '')"
         # Spark's inference merges each text's type into the types found so far, field by field:
-        # with the tables at the top, every image paid a walk of every table's name (0.7 of 1.1
-        # CPU-s for 100,000 images in 300 tables, 26 November 2026). In about sqrt(tables) groups,
+        # with the tables at the top, every image paid a walk of every table's name, most of the
+        # inference's cost over hundreds of tables. In about sqrt(tables) groups,
         # it walks the groups' names and its own group's tables.
         groups = math.isqrt(len(per_table)) or 1
         group = f"concat('\"g', pmod(hash(_cdc_target), {groups}), '\":')"

@@ -2,10 +2,10 @@
 Spark job.
 
 A batch that carries a whole database creates hundreds of small tables. Through Spark, each costs
-a creation through Iceberg's Java catalog API (about 40 py4j round trips, 31 ms CPU) and an append
-of a few hundred rows that costs 0.1 to 0.2 CPU-s however small. pyiceberg, over the same catalog
-(``catalog.properties``), creates such a table in about 5 ms and appends rows already collected as
-Arrow (``apply/fresh_tables``) in about 20 (25 November 2026, 2 cores, SQLite), with the same
+a creation through Iceberg's Java catalog API (dozens of py4j round trips) and an append that
+costs a Spark job however small. pyiceberg, over the same catalog (``catalog.properties``),
+creates such a table and appends rows already collected as Arrow (``apply/fresh_tables``) for a
+small part of that, with the same
 snapshot properties as a Spark commit (``apply/commit_notes``); in a JDBC catalog, a group's new
 tables are made with their rows in their first metadata version (``state/first_snapshot``) and
 registered together. The batch after that rewrites each small table whole (``replace_rows``,
@@ -116,8 +116,8 @@ class ArrowCatalog(SmallTableRewrites):
         """Create the namespace if it does not exist yet, with the properties Spark's CREATE
         NAMESPACE gives it (``owner``; and in a SQL catalog Iceberg's JdbcCatalog's marker);
         False, doing nothing, where Spark is to (no pyiceberg catalog). A batch that reads and
-        writes only through pyiceberg then never starts Spark's catalog (about 0.7 CPU-s of a
-        cold 1-line run).
+        writes only through pyiceberg then never starts Spark's catalog, a good part of a cold
+        run's cost.
 
         Raises:
             WarehouseWriteError: the catalog failed.

@@ -63,7 +63,7 @@ class CheckpointStore:
 
     With ``arrow`` (pyiceberg's view of the same catalog, where it can take the table), the rows
     are scanned and appended by pyiceberg: a few rows per batch, for which a Spark job and its
-    commit planning cost 0.1 to 0.3 CPU-s each, the bulk of a small batch's fixed cost.
+    commit planning would be the bulk of a small batch's fixed cost.
     """
 
     def __init__(

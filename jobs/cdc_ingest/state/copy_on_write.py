@@ -1,9 +1,9 @@
 """Copy-on-write of a small table through pyiceberg (``ArrowCatalog.replace_rows``): read its
 rows, drop the changed keys, write the rest and the new rows as one OVERWRITE snapshot.
 
-A MERGE costs a Spark job, its tasks and Spark's planning of the row-level rewrite, 0.1 to 0.3
-CPU-s however few rows change; rewriting a table of a few hundred rows through pyiceberg costs
-about 15 ms, and leaves no position-delete file for readers to apply and ``maintain`` to compact.
+A MERGE costs a Spark job, its tasks and Spark's planning of the row-level rewrite, however few
+rows change; rewriting a table of a few hundred rows through pyiceberg costs a small part of
+that, and leaves no position-delete file for readers to apply and ``maintain`` to compact.
 """
 
 from __future__ import annotations

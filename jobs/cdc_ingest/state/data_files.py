@@ -3,9 +3,8 @@ table's schema and properties built once per process.
 
 pyiceberg's ``_dataframe_to_data_files`` converts the rows' Arrow schema back to an Iceberg
 schema, sanitizes the table's column names, converts every batch to the file schema, builds the
-statistics plan and column mapping, and hands the write to a thread pool, for every file: about
-1 ms of the 1.4 a 333-row table's file costs, against 0.4 for pyarrow's writer alone (27
-November 2026, 2 cores), paid by each of the hundreds of small tables a batch creates or
+statistics plan and column mapping, and hands the write to a thread pool, for every file: most
+of what a small table's file costs, paid by each of the hundreds of small tables a batch creates or
 rewrites (``first_snapshot``, ``overwrite_snapshot``). Rows already in the table's Arrow types
 (``iceberg_schema.as_table_rows``) of a table of primitive columns, smaller than one target
 file, are written here in the calling thread: the same file schema (field ids), writer options

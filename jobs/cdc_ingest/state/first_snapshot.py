@@ -6,8 +6,8 @@ second of which loads the table again to check what the first made; with the app
 manifests that is about 16 ms of CPU per table, what a batch creating hundreds of small tables
 mostly pays (``apply/fresh_tables``). Written here as one version, the table's first metadata
 already holds the snapshot of its rows, and the catalog registers it in one insert, which fails
-as a create does when another writer made a table of that name first: 10 to 11.5 ms instead of
-13 to 18.6 (26 November 2026, 2 cores, a SQLite catalog, 100 tables of 333 rows in a loop).
+as a create does when another writer made a table of that name first, in less time than a
+create and a first append.
 
 The snapshot is the one pyiceberg's fast append would commit (the same manifest and manifest
 list writers, summary and properties), made by pyiceberg's public writers. Private API: the
@@ -59,10 +59,9 @@ def register_tables(catalog: Any, staged: list[tuple[tuple[str, str], str]]) -> 
 
     In a SQL catalog (pyiceberg's ``SqlCatalog``, the JDBC catalog's tables) all of them in one
     transaction: pyiceberg's ``register_table`` checks the namespace, commits and loads the table
-    back, each time, about 3 ms per table of a batch that creates hundreds (26 November 2026, 2
-    cores, SQLite). If one name is taken, the transaction registers none, and they are
-    registered one by one, so that the error names the table (those before it are registered,
-    as when each is registered alone).
+    back, each time, for each table of a batch that creates hundreds. If one name is taken, the
+    transaction registers none, and they are registered one by one, so that the error names the
+    table (those before it are registered, as when each is registered alone).
 
     Raises:
         pyiceberg.exceptions.TableAlreadyExistsError: another writer created one of the tables

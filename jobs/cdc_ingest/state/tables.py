@@ -112,7 +112,7 @@ def ensure_system_tables(
     """Create the pipeline's ``_cdc_`` tables that do not exist yet; returns every table's name.
 
     Created through pyiceberg where ``arrow`` can, as Spark's CREATE TABLE makes them: five
-    CREATE TABLE statements cost about 0.3 CPU-s, a fifth of a small batch's first run.
+    CREATE TABLE statements would be a large part of a small batch's first run.
     """
     if arrow is not None and arrow.ensure_namespace(namespace, _creation_handles(spark).owner):
         existing = existing_tables(spark, catalog, namespace, arrow)
