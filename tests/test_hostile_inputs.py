@@ -242,3 +242,18 @@ def test_two_pipelines_naming_one_table_with_different_options_are_refused(tmp_p
     assert "\n" not in message
     assert main(["check", "--config", str(path)]) != 0
     assert "pipelines a and b" in capsys.readouterr().err
+
+
+def test_a_rename_to_a_job_table_name_is_rejected(lake):
+    """A RENAME TABLE to a name the job keeps leaves the mirror where it is."""
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "000.json", [canal_message("ok", "INSERT", {"id": "1", "v": "x"}, 1000)])
+    lake.run("shop")
+    rename = ddl_message("ok", "RENAME TABLE ok TO _cdc_batches", "RENAME", 1001)
+    lake.land("shop", "001.json", [rename])
+
+    summary = lake.run("shop")
+
+    assert lake.rows("ok") == [{"id": 1, "v": "x"}]
+    assert any("-> rejected: cannot rename ok to _cdc_batches" in o for o in summary.ddl_outcomes)
+    assert "id" not in _columns(lake, "_cdc_batches")

@@ -254,7 +254,6 @@ def execute(
     from cdc_ingest.run.pending import pending_bytes
     from cdc_ingest.run.replays import ReplayRefused
     from cdc_ingest.schema.evolution import SchemaChangeRefused
-    from cdc_ingest.spark_session import EnvironmentProblem
     from cdc_ingest.state.locks import (
         NamespaceLocked,
         PipelineLocked,
