@@ -8,7 +8,10 @@ import pytest
 def count_local_checkpoints(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """From now on, one entry per local checkpoint taken (a table applied on its own takes one
     of its own; a group of tables one for all)."""
-    from pyspark.sql import DataFrame
+    try:  # Spark 4: the classic (non-Connect) DataFrame implements what pyspark.sql declares.
+        from pyspark.sql.classic.dataframe import DataFrame
+    except ImportError:
+        from pyspark.sql import DataFrame
 
     taken: list[int] = []
     local_checkpoint = DataFrame.localCheckpoint

@@ -209,13 +209,24 @@ def test_two_pipelines_write_one_postgresql_catalog_concurrently(spark, tmp_path
 
 
 def test_jdbc_drivers_come_from_the_maven_cache_after_the_iceberg_runtime():
+    import pyspark
     from cdc_ingest.spark_session import job_jars
 
     names = [Path(j).name for j in job_jars()]
-    assert names == [
-        "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
-        "iceberg-aws-bundle-1.12.0.jar",
-        "sqlite-jdbc-3.51.1.0.jar",
-        "postgresql-42.7.14.jar",
-        "spark-avro_2.12-3.5.9.jar",
-    ]
+    expected = {
+        "3.5": [
+            "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
+            "iceberg-aws-bundle-1.12.0.jar",
+            "sqlite-jdbc-3.51.1.0.jar",
+            "postgresql-42.7.14.jar",
+            f"spark-avro_2.12-{pyspark.__version__}.jar",
+        ],
+        "4.1": [
+            "iceberg-spark-runtime-4.1_2.13-1.12.0.jar",
+            "iceberg-aws-bundle-1.12.0.jar",
+            "sqlite-jdbc-3.51.1.0.jar",
+            "postgresql-42.7.14.jar",
+            f"spark-avro_2.13-{pyspark.__version__}.jar",
+        ],
+    }
+    assert names == expected[pyspark.__version__[:3]]

@@ -91,6 +91,10 @@ class Deployment:
                     "spark.cores.max": "1",
                     "spark.eventLog.enabled": "true",
                     "spark.eventLog.dir": self.events.as_uri(),
+                    # One plain JSON file per application on both lines (Spark 4 rolls and
+                    # compresses event logs by default).
+                    "spark.eventLog.rolling.enabled": "false",
+                    "spark.eventLog.compress": "false",
                 },
             },
             "pipelines": [

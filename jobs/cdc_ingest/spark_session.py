@@ -90,6 +90,9 @@ def session_conf(class_archive: Callable[[str], str] = driver_options) -> dict[s
         # yields null (typing errors are found that way) and a bigint casts to binary (the stored
         # ordering value); a cluster's defaults with ANSI mode on would refuse or fail them.
         "spark.sql.ansi.enabled": "false",
+        # Spark 4's decode() raises on invalid UTF-8; the reader flags such a line by the
+        # replacement characters that Spark 3.5's decode (and this setting on 4) leaves.
+        "spark.sql.legacy.codingErrorAction": "true",
         "spark.sql.shuffle.partitions": os.environ.get("CDC_INGEST_SHUFFLE_PARTITIONS", "8"),
         "spark.sql.adaptive.enabled": "true",
         # Decoders project dozens of aliased expressions; inferring constraints over them grows

@@ -118,7 +118,12 @@ def _connect_unscaled(data: str) -> str:
     negative = f"(ascii(substring(_h, 1, 1)) BETWEEN {ord('8')} AND {ord('F')})"
     complement = f"translate(_h, {literal(_HEX)}, {literal(_COMPLEMENT)})"
     magnitude = _bind(complement, "_c", f"({_unsigned_hex('_c')} + CAST(1 AS DECIMAL(38,0)))")
-    value = f"CASE WHEN {negative} THEN -{magnitude} ELSE {_unsigned_hex('_h')} END"
+    # A subtraction, not a minus sign: Spark 4.1 rounds away the low digits of a 38-digit decimal
+    # that it negates (unary minus, negative(), abs()).
+    value = (
+        f"CASE WHEN {negative} THEN CAST(0 AS DECIMAL(38,0)) - {magnitude}"
+        f" ELSE {_unsigned_hex('_h')} END"
+    )
     sized = f"CASE WHEN length(_h) BETWEEN 2 AND {2 * MAX_UNSCALED_BYTES} THEN {value} END"
     return _bind(f"hex({data})", "_h", sized)
 
@@ -130,7 +135,7 @@ def _scaled_text(unscaled: str, scale: str) -> str:
     whole = f"substring(_p, 1, length(_p) - {scale})"
     fraction = f"substring(_p, length(_p) - {scale} + 1, {scale})"
     point = _bind(padded, "_p", f"concat({whole}, '.', {fraction})")
-    digits = _bind("CAST(abs(_u) AS STRING)", "_s", point)
+    digits = _bind("TRIM(LEADING '-' FROM CAST(_u AS STRING))", "_s", point)
     sign = "CASE WHEN _u < 0 THEN '-' ELSE '' END"
     text = (
         f"CASE WHEN {scale} = 0 THEN CAST(_u AS STRING)"

@@ -86,14 +86,12 @@ def migrate_stored_order(spark: SparkSession, identifier: str, columns: dict[str
                 f"AFTER {quote(ORDER_COLUMN)}"
             )
         if columns.get(ORDER_COLUMN) == LEGACY_TYPE:
-            # Read at one snapshot, and validated against commits since: the overwrite replaces
-            # every file, so a row another writer added meanwhile would be lost (it fails
-            # instead, and the rerun migrates again).
+            # Read after the snapshot it is validated from: the overwrite replaces every file, so
+            # a row another writer added since would be lost (it fails instead, and the rerun
+            # migrates again). Not a time-travel read: that takes the snapshot's schema, which
+            # lacks the staged column.
             snapshot = current_snapshot_id(spark, identifier)
-            reader = spark.read
-            if snapshot is not None:
-                reader = reader.option("snapshot-id", str(snapshot))
-            rows = reader.table(identifier)
+            rows = spark.table(identifier)
             encoded = rows.withColumn(STAGED_COLUMN, F.expr(ordering.encoded_sql(ORDER_COLUMN)))
             writer = encoded.writeTo(identifier).option("isolation-level", "serializable")
             if snapshot is not None:
