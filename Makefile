@@ -2,7 +2,13 @@
 # `make test` runs lint, types and the test suite. Both install what is missing first.
 SHELL := /bin/bash
 PYTHON ?= python3
-VENV := .venv
+# The Spark line of the environment (cdc_ingest.jars.SPARK_LINES): the default line in .venv,
+# the other in its own virtualenv (`make test-lane`, `make bench SPARK_LINE=4.1`).
+DEFAULT_LINE := 3.5
+LINES := 3.5 4.1
+SPARK_LINE ?= $(DEFAULT_LINE)
+OTHER_LINE := $(filter-out $(SPARK_LINE),$(LINES))
+VENV := $(if $(filter $(DEFAULT_LINE),$(SPARK_LINE)),.venv,.venv-spark$(SPARK_LINE))
 BIN := $(VENV)/bin
 # pytest-xdist workers, each with one Spark session shared by its tests; 0 runs in-process.
 TEST_WORKERS ?= 2
@@ -18,19 +24,19 @@ export JAVA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $$(command -v java
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install system-deps demo test lint bench clean
+.PHONY: install system-deps demo test test-lane lint bench clean
 
 install: system-deps $(STAMP) $(JARS_STAMP) $(ARCHIVE_STAMP)
 
-# The tested versions of every dependency (pyproject.toml declares ranges).
-CONSTRAINTS := constraints/py3.11-spark3.5-airflow3.3.txt
+# The tested versions of every dependency of the line (pyproject.toml declares ranges).
+CONSTRAINTS = constraints/py3.11-spark$(SPARK_LINE)-airflow3.3.txt
+LINE_EXTRA = spark$(subst .,,$(SPARK_LINE))
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]' -c $(CONSTRAINTS)
-	@# apache-airflow-providers-apache-spark 6.x would swap pyspark for pyspark-client 4.x.
-	@$(BIN)/python -c "import pyspark, sys; v = pyspark.__version__; print('pyspark', v); sys.exit(v != '3.5.9')"
+	$(BIN)/pip install --quiet -e '.[dev,$(LINE_EXTRA)]' -c $(CONSTRAINTS)
+	@$(BIN)/python -c "import pyspark, sys; v = pyspark.__version__; print('pyspark', v); sys.exit(not v.startswith('$(SPARK_LINE).'))"
 	touch $(STAMP)
 
 $(JARS_STAMP): $(STAMP) jobs/cdc_ingest/jars.py tests/rest_catalog_server.py tests/debezium_lander.py tests/debezium_lander/Lander.java
@@ -86,8 +92,18 @@ lint: install
 	$(BIN)/mypy
 	$(MYPY_TESTS) tests scripts
 
+# The whole suite on this line, then the lane of the other line.
 test: lint
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=0 --durations-min=8 tests
+	$(MAKE) --no-print-directory test-lane SPARK_LINE=$(OTHER_LINE)
+
+# What must hold on either line: every format's scenarios over every catalog kind, the DAGs
+# under Airflow, a Spark cluster, the wheel in a fresh virtualenv.
+LANE_TESTS := $(addprefix tests/,test_scenarios.py test_catalog_kinds.py test_spark_lines.py \
+	test_airflow_dags_test.py test_dags.py test_spark_cluster.py test_wheel.py)
+
+test-lane: install
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=0 --durations-min=8 $(LANE_TESTS)
 
 # QUICK=1: every scenario at a tenth of its size, for a quick check.
 BENCH_RESULTS = bench-data/results.jsonl

@@ -71,14 +71,28 @@ class Dockerfile:
         return found
 
     def pip_installs(self) -> list[str]:
-        """Arguments of every ``pip install`` (options dropped, quotes removed)."""
-        found: list[str] = []
+        """Arguments of every ``pip install`` (options and their values dropped, quotes
+        removed)."""
+        return [w for w, option in self._pip_words() if option is None]
+
+    def pip_constraints(self) -> list[str]:
+        """The constraints files of every ``pip install`` (``-c``)."""
+        return [w for w, option in self._pip_words() if option in ("-c", "--constraint")]
+
+    def _pip_words(self) -> list[tuple[str, str | None]]:
+        found: list[tuple[str, str | None]] = []
         for run in self.runs():
             for command in run.split("&&"):
                 words = shlex.split(command)
                 for i in range(len(words) - 1):
                     if words[i].endswith("pip") and words[i + 1] == "install":
-                        found += [w for w in words[i + 2 :] if not w.startswith("-")]
+                        option = None
+                        for word in words[i + 2 :]:
+                            if word.startswith("-"):
+                                option = word if word in ("-c", "--constraint", "-r") else None
+                                continue
+                            found.append((word, option))
+                            option = None
         return found
 
     def copies(self) -> list[str]:
@@ -253,7 +267,7 @@ def dockerfile_install_problems(
     if not {"openjdk-17-jre-headless", "openjdk-17-jdk-headless"} & dockerfile.apt_packages():
         problems.append("no openjdk-17 package installed with apt-get")
     installs = dockerfile.pip_installs()
-    wheels = [w for w in installs if w.endswith(".whl")]
+    wheels = [w for w in installs if ".whl" in w]
     if not wheels:
         problems.append("the project itself is not pip-installed (its wheel)")
     if not any("pyproject.toml" in copy for copy in dockerfile.copies()):
@@ -266,6 +280,28 @@ def dockerfile_install_problems(
         for spec in requirement.specifier:
             if spec.operator == "==" and ours and Version(spec.version) not in ours.specifier:
                 problems.append(f"Dockerfile installs {word}, pyproject wants {ours}")
+    return problems
+
+
+def constraints_problems(dockerfile: Dockerfile, repo: Path) -> list[str]:
+    """The image installs with the constraints file of its Spark line (``${line}`` is the
+    major.minor of SPARK_VERSION), which pins the Spark and Airflow the image names."""
+    spark = dockerfile.args.get("SPARK_VERSION", "")
+    files = [c.replace("${line}", ".".join(spark.split(".")[:2])) for c in
+             dockerfile.pip_constraints()]  # fmt: skip
+    if len(files) != 1:
+        return [f"one constraints file expected, found {files}"]
+    relative = files[0].removeprefix("/tmp/cdc-ingest-src/")
+    if not (repo / relative).is_file():
+        return [f"{relative} does not exist"]
+    pins = constraint_pins(repo / relative)
+    problems = []
+    for package, arg in (("pyspark", "SPARK_VERSION"), ("apache-airflow", "AIRFLOW_VERSION")):
+        if pins.get(package) != dockerfile.args.get(arg):
+            problems.append(
+                f"{relative} pins {package} {pins.get(package)}, the Dockerfile builds "
+                f"{dockerfile.args.get(arg)}"
+            )
     return problems
 
 

@@ -17,6 +17,7 @@ from docker_files import (
     Dockerfile,
     airflow_version_problems,
     constraint_pins,
+    constraints_problems,
     dependency_problems,
     dockerfile_install_problems,
     load_compose,
@@ -89,6 +90,19 @@ def test_dockerfile_installs_java_17_and_the_project_pins(dockerfile):
     assert dockerfile.base_images() == ["python:3.11-slim-bookworm"]
 
 
+def test_dockerfile_installs_with_the_constraints_of_its_spark_line(dockerfile):
+    assert constraints_problems(dockerfile, REPO) == []
+    spark41 = Dockerfile.parse(
+        (DOCKER / "Dockerfile").read_text().replace("SPARK_VERSION=3.5.9", "SPARK_VERSION=4.1.1")
+    )
+    assert constraints_problems(spark41, REPO) == []
+    assert constraints_problems(Dockerfile(spark41.instructions, {**spark41.args,
+        "SPARK_VERSION": "4.1.3"}), REPO) == [
+        "constraints/py3.11-spark4.1-airflow3.3.txt pins pyspark 4.1.1, "
+        "the Dockerfile builds 4.1.3"
+    ]  # fmt: skip
+
+
 def test_example_pipelines_file_uses_the_stack(compose):
     from cdc_ingest.config import load_config
 
@@ -157,7 +171,7 @@ def test_broken_dockerfile_installs_are_reported():
         "no openjdk-17 package installed with apt-get"
     ]
     no_project = Dockerfile.parse(
-        text.replace("pip install /tmp/cdc-ingest-wheel/*.whl", "pip install")
+        text.replace('"$(ls /tmp/cdc-ingest-wheel/*.whl)[spark$(echo $line | tr -d .)]"', "x")
     )
     assert dockerfile_install_problems(no_project, REQUIREMENTS) == [
         "the project itself is not pip-installed (its wheel)"

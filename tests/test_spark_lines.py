@@ -78,3 +78,26 @@ def test_a_run_on_a_spark_line_without_a_runtime_is_refused_before_spark_starts(
         [CLI, "setup", "--check"], env=env, capture_output=True, text=True, check=False
     )
     assert check.returncode == 2 and "does not support" in check.stderr, check.stderr
+
+
+def test_a_pyspark_client_of_another_version_over_pyspark_is_refused(tmp_path):
+    import pyspark
+
+    # What a plain install beside the Spark provider 6 can leave: its pyspark-client resolved
+    # to a newer Spark than pyspark.
+    info = tmp_path / "site" / "pyspark_client-4.2.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pyspark-client\nVersion: 4.2.0\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+
+    check = subprocess.run(
+        [CLI, "setup", "--check"], env=env, capture_output=True, text=True, check=False
+    )
+
+    line = "".join(pyspark.__version__.split(".")[:2])
+    assert check.returncode == 2, check.stderr
+    assert check.stderr.strip().splitlines() == [
+        f"cdc-ingest: error: pyspark-client 4.2.0 is installed over pyspark "
+        f"{pyspark.__version__}: they must be one Spark version; pip install "
+        f"'cdc-ingest[spark{line}]' with its constraints file (docs/deploying.md)"
+    ]

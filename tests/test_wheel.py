@@ -178,6 +178,43 @@ def test_setup_then_a_cold_run_from_the_wheel(installed):
     assert _rows(installed.root, "cold") == [{"id": 1, "name": "anne"}, {"id": 2, "name": "bob"}]
 
 
+def test_pip_installs_the_wheel_with_its_spark_lines_extra_and_constraints(installed):
+    """As a team installs it: the wheel with the extra of a Spark line and that line's tested
+    pins, resolved by pip (from the package index or its cache) into a virtualenv of its own."""
+    import pyspark
+    from cdc_ingest.jars import jars_dir
+    from cdc_ingest.jvm_archive import archive_path
+    from docker_files import constraint_pins
+
+    line = ".".join(pyspark.__version__.split(".")[:2])
+    constraints = REPO / "constraints" / f"py3.11-spark{line}-airflow3.3.txt"
+    pins = constraint_pins(constraints)
+    [wheel] = (installed.root / "dist").glob("cdc_ingest-*.whl")
+    venv = installed.root / f"pip-{line}"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    shutil.copy2(constraints, installed.root / constraints.name)
+
+    done = installed.run(
+        python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        f"{wheel}[spark{line.replace('.', '')}]", "-c", str(installed.root / constraints.name),
+    )  # fmt: skip
+
+    assert done.returncode == 0, tail(done)
+    versions = installed.run(
+        python, "-c", "import airflow, pyspark; print(pyspark.__version__, airflow.__version__)"
+    )
+    assert versions.stdout.split() == [pins["pyspark"], pins["apache-airflow"]], tail(versions)
+    assert pins["pyspark"].startswith(f"{line}.")
+    consistent = installed.run(python, "-m", "pip", "check", "--disable-pip-version-check")
+    assert consistent.returncode == 0, tail(consistent)
+    checked = installed.run(
+        str(venv / "bin" / "cdc-ingest"), "setup", "--check",
+        CDC_INGEST_JARS_DIR=str(jars_dir()), CDC_INGEST_JVM_ARCHIVE=str(archive_path()),
+    )  # fmt: skip
+    assert checked.returncode == 0, tail(checked)
+
+
 def test_the_two_line_dag_file_runs_a_batch_from_the_wheel(installed):
     from cdc_ingest.jars import jars_dir
 

@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 ICEBERG_VERSION = "1.12.0"
@@ -67,7 +68,9 @@ def installed_spark() -> str:
     """
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
-        raise EnvironmentProblem("pyspark is not installed: pip install 'cdc-ingest[spark35]'")
+        raise EnvironmentProblem(
+            "pyspark is not installed: pip install 'cdc-ingest[spark35]' or 'cdc-ingest[spark41]'"
+        )
     # Through its loader: under spark-submit, pyspark is imported from Spark's pyspark.zip.
     version = os.path.join(next(iter(spec.submodule_search_locations)), "version.py")
     try:
@@ -77,7 +80,23 @@ def installed_spark() -> str:
     found = re.search(r"__version__[^=]*=\s*[\"']([^\"']+)", text)
     if found is None:
         raise EnvironmentProblem(f"cannot tell the installed pyspark's version from {version}")
+    _refuse_mixed_clients()
     return found[1]
+
+
+def _refuse_mixed_clients() -> None:
+    """pyspark-client (which the Spark provider 6 requires) writes its files over pyspark's: of
+    another Spark version, it leaves a Python side that matches none of the installed jars."""
+    try:
+        full, client = metadata.version("pyspark"), metadata.version("pyspark-client")
+    except metadata.PackageNotFoundError:
+        return
+    if full != client:
+        raise EnvironmentProblem(
+            f"pyspark-client {client} is installed over pyspark {full}: they must be one Spark "
+            f"version; pip install 'cdc-ingest[spark{''.join(full.split('.')[:2])}]' with its "
+            "constraints file (docs/deploying.md)"
+        )
 
 
 def spark_line(version: str | None = None) -> str:
