@@ -101,3 +101,25 @@ def test_a_pyspark_client_of_another_version_over_pyspark_is_refused(tmp_path):
         f"{pyspark.__version__}: they must be one Spark version; pip install "
         f"'cdc-ingest[spark{line}]' with its constraints file (docs/deploying.md)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("spark.sql.ansi.enabled", "true"), ("spark.sql.legacy.codingErrorAction", "false")],
+)
+def test_a_pipelines_file_may_not_turn_the_jobs_spark_semantics_off(tmp_path, capsys, key, value):
+    """Spark 4 runs ANSI mode by default; the job sets it off on both lines, so that a value
+    that cannot be cast is a dead letter with its reason, and a file may not turn it on."""
+    from cdc_ingest.cli import main
+
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(
+        "catalog: {name: lake, uri: 'sqlite:////tmp/x.db', warehouse: 'file:///tmp/x'}\n"
+        f"spark: {{conf: {{{key}: '{value}', spark.executor.memory: 1g}}}}\n"
+        "pipelines:\n"
+        "  - {name: a, format: canal-json, landing: 'file:///tmp/a', namespace: ods}\n"
+    )
+
+    assert main(["check", "--config", str(path)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"spark.conf sets {key}={value}, but the job's dead letters" in line, line

@@ -343,6 +343,27 @@ def conflicting_designs(pipelines: tuple[PipelineConfig, ...]) -> str | None:
     return None
 
 
+# Spark settings the job's results depend on, the same on both Spark lines: a cast that cannot
+# convert gives null (a dead letter with its reason, not a failed batch) and a bigint casts to
+# binary (the stored order); invalid UTF-8 decodes to replacement characters (the reader's flag);
+# epoch values stay UTC instants. A pipelines file may not set them otherwise.
+JOB_SPARK_SETTINGS = {
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.legacy.codingErrorAction": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def _job_setting_overridden(conf: dict[str, str]) -> str | None:
+    for key, value in JOB_SPARK_SETTINGS.items():
+        if key in conf and conf[key].strip().lower() != value.lower():
+            return (
+                f"spark.conf sets {key}={conf[key]}, but the job's dead letters, orders and "
+                f"times rely on {value} on every Spark line: leave it out"
+            )
+    return None
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate a pipelines file.
 
@@ -392,6 +413,9 @@ def load_config(path: str | Path) -> Config:
         conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()},
         engine_conn_id=str(spark_raw.get("engine_conn_id", "cdc_ingest_engine")),
     )
+    overridden = _job_setting_overridden(spark.conf)
+    if overridden:
+        raise ConfigError(f"{path}: {overridden}")
     try:
         lineage = parse_lineage(raw.get("lineage"))
     except LineageConfigError as exc:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cdc_ingest.catalog.properties import spark_catalog_conf
-from cdc_ingest.config import CatalogConfig
+from cdc_ingest.config import JOB_SPARK_SETTINGS, CatalogConfig
 from cdc_ingest.jars import EnvironmentProblem, job_jars
 from cdc_ingest.jvm_archive import driver_options
 from cdc_ingest.lineage import LineageConfig, lineage_conf, lineage_jars
@@ -84,15 +84,9 @@ def session_conf(class_archive: Callable[[str], str] = driver_options) -> dict[s
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         # Read by spark-submit (Airflow); a bare interpreter sets it on the builder instead.
         "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "4g"),
-        # Epoch values from CDC messages are UTC instants; keep Spark from shifting them.
-        "spark.sql.session.timeZone": "UTC",
-        # The job's expressions are Spark's default semantics: a cast that cannot convert a value
-        # yields null (typing errors are found that way) and a bigint casts to binary (the stored
-        # ordering value); a cluster's defaults with ANSI mode on would refuse or fail them.
-        "spark.sql.ansi.enabled": "false",
-        # Spark 4's decode() raises on invalid UTF-8; the reader flags such a line by the
-        # replacement characters that Spark 3.5's decode (and this setting on 4) leaves.
-        "spark.sql.legacy.codingErrorAction": "true",
+        # The settings the job's semantics depend on (config.JOB_SPARK_SETTINGS); a cluster's
+        # defaults (Spark 4 runs ANSI mode) do not apply.
+        **JOB_SPARK_SETTINGS,
         "spark.sql.shuffle.partitions": os.environ.get("CDC_INGEST_SHUFFLE_PARTITIONS", "8"),
         "spark.sql.adaptive.enabled": "true",
         # Decoders project dozens of aliased expressions; inferring constraints over them grows
