@@ -225,7 +225,14 @@ def test_the_two_line_dag_file_runs_a_batch_from_the_wheel(installed):
     dags.mkdir()
     (dags / "cdc_ingest.py").write_text(TWO_LINE_DAG_FILE)
     home = installed.root / "airflow"
-    env = airflow_env(home, config, AIRFLOW__CORE__DAGS_FOLDER=str(dags))
+    # A database of its own, migrated by the Airflow the wheel's environment runs, not a copy
+    # of one another module's test migrated.
+    database = f"sqlite:///{home}/airflow.db"
+    env = airflow_env(
+        home, config, AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=database,
+    )  # fmt: skip
+    home.mkdir(parents=True, exist_ok=True)
     migrate(env, installed.root)
     env = {**env, **installed.env()}
 
