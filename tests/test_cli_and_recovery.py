@@ -157,6 +157,46 @@ def test_append_only_table_killed_before_checkpoint_is_appended_once(lake):
     assert lake.rows("events") == [row]
 
 
+def test_two_pipelines_appending_to_one_keyless_table_keep_both_batches(lake):
+    """Batch ids count per pipeline: pipeline b's batch 1 is not pipeline a's, whose append to
+    the same keyless table it once took for its own and skipped."""
+    for pipeline, row in (("a", {"id": 1, "note": "from a"}), ("b", {"id": 2, "note": "from b"})):
+        lake.add_pipeline(pipeline, "datahub-blob")
+        lake.land(pipeline, "001.json", [keyless_blob_insert(row)])
+    lake.run("a")
+    summary = lake.run("b")
+    assert summary.tables["events"].inserted == 1
+    assert sorted(lake.rows("events"), key=lambda r: r["id"]) == [
+        {"id": 1, "note": "from a"},
+        {"id": 2, "note": "from b"},
+    ]
+
+
+def test_a_resumed_batch_reports_its_own_pipelines_counts(lake):
+    """Pipeline a's batch 1 inserted two rows into t; pipeline b's batch 1, killed after its
+    tables and resumed, inserted one: it reports one, not a's commit of the same batch id."""
+    from canal_messages import canal_message
+
+    lake.add_pipeline("a", "canal-json")
+    lake.add_pipeline("b", "canal-json")
+    lake.land(
+        "a",
+        "001.json",
+        [canal_message("t", "INSERT", {"id": str(i), "v": "a"}, 1000 + i) for i in (1, 2)],
+    )
+    lake.run("a")
+    lake.land("b", "001.json", [canal_message("t", "INSERT", {"id": "3", "v": "b"}, 2000)])
+    config = ("--config", str(lake.config_path), "--pipeline", "b")
+    killed = cli("run", *config, env={"CDC_INGEST_FAIL_AT": "after_tables"})
+    assert killed.returncode == 99, killed.stderr[-2000:]
+    rerun = cli("run", *config)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "batch 1 (resumed)" in rerun.stdout
+    [row] = lake.table("_cdc_batches").where("pipeline = 'b'").collect()
+    assert (row["batch_id"], row["inserted"], row["resumed"]) == (1, 1, True)
+    assert sorted(r["id"] for r in lake.rows("t")) == [1, 2, 3]
+
+
 def test_run_flags_parse_as_airflow_renders_them():
     from cdc_ingest.cli import _parser
 

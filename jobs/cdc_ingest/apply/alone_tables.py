@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply.commit_notes import BATCH_PROPERTY
 from cdc_ingest.apply.concurrent_writes import write_each
 from cdc_ingest.apply.segmented import TableContext, apply_segment, dead_letters
 from cdc_ingest.schema.evolution import ignored_rows
@@ -138,7 +137,7 @@ def _committed_in_batch(ctx: TableContext, name: str) -> bool:
     if name not in ctx.existing and not ctx.spark.catalog.tableExists(identifier):
         return False
     mine = ctx.spark.sql(f"SELECT summary FROM {identifier}.snapshots").where(
-        F.col("summary").getItem(BATCH_PROPERTY) == str(ctx.batch_id)
+        ctx.batch.snapshot_filter()
     )
     return bool(mine.limit(1).count())
 

@@ -23,19 +23,23 @@ from cdc_ingest.table_options import DELETED_COLUMN
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-BATCH_PROPERTY = "cdc.batch-id"
+    from cdc_ingest.apply.commit_notes import PipelineBatch
+
 # A batch appends to a table once per segment (the changes between two DDL statements).
 PART_PROPERTY = "cdc.batch-part"
 
 
-def _already_appended(spark: SparkSession, target: TargetTable, part: str) -> bool:
-    """Whether a snapshot of this batch is in the table (a run that died before its checkpoint).
+def _already_appended(
+    spark: SparkSession, target: TargetTable, batch: PipelineBatch, part: str
+) -> bool:
+    """Whether a snapshot of this batch's segment is in the table (a run that died before its
+    checkpoint), committed by this pipeline: another's batch of the same number is not it.
 
     Keyed tables are safe to re-apply by construction; appends are not, so a rerun looks for
     its own snapshot first.
     """
     snapshots = spark.table(f"{target.identifier}.snapshots")
-    mine = F.col("summary").getItem(PART_PROPERTY) == part
+    mine = F.expr(batch.snapshot_filter()) & (F.col("summary").getItem(PART_PROPERTY) == part)
     return bool(snapshots.where(mine).limit(1).count())
 
 
@@ -43,7 +47,7 @@ def apply_append_only(
     spark: SparkSession,
     changes: DataFrame,
     target: TargetTable,
-    batch_id: int,
+    batch: PipelineBatch,
     rows: int,
     segment: int = 0,
 ) -> tuple[TableSummary, DataFrame]:
@@ -53,7 +57,7 @@ def apply_append_only(
         spark: the session.
         changes: the batch's changes (cached), every table's.
         target: the table (``keys`` empty).
-        batch_id: the batch.
+        batch: the batch (its pipeline and id).
         rows: how many of ``changes`` are aimed at this table.
         segment: which of the batch's segments of this table (see ``apply.segmented``).
     """
@@ -72,8 +76,8 @@ def apply_append_only(
         append_only_deletes=skipped,
         dead_lettered=rows - appended - skipped,
     )
-    part = f"{batch_id}:{segment}"
-    if appended and not _already_appended(spark, target, part):
+    part = f"{batch.batch_id}:{segment}"
+    if appended and not _already_appended(spark, target, batch, part):
         columns: list[str | Column] = [
             *sql_text.columns(target.written_columns),
             ORDER_COLUMN,
@@ -87,7 +91,7 @@ def apply_append_only(
             good.orderBy(ORDER_COLUMN)
             .select(*columns)
             .writeTo(target.identifier)
-            .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
+            .options(**{f"snapshot-property.{k}": v for k, v in batch.properties().items()})
             .option(f"snapshot-property.{PART_PROPERTY}", part)
             .append()
         )

@@ -252,9 +252,9 @@ def _apply_group(
     if len(members) == 1 and not _through_pyiceberg(arrow, members[0], created):
         return _apply_alone(ctx, members[0], created, changes, summary, evolve)
     group = (
-        FreshGroup(spark, members, ctx.batch_id)
+        FreshGroup(spark, members, ctx.batch)
         if created
-        else ExistingGroup(spark, members, ctx.batch_id, ctx.tombstone_index, arrow)
+        else ExistingGroup(spark, members, ctx.batch, ctx.tombstone_index, arrow)
     )
     dead: list[DataFrame] = []
     try:

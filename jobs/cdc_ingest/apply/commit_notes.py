@@ -2,8 +2,9 @@
 
 A resumed batch re-applies its tables, and a table the first attempt already changed then reports
 its changes as ``older``. So that ``_cdc_batches`` describes the whole batch, each table's data
-(or tombstone) commit carries the batch id and that table's counts (``cdc.counts``), and the
-resumed attempt takes them from the table's snapshots.
+(or tombstone) commit carries the pipeline, the batch id and that table's counts (``cdc.counts``),
+and the resumed attempt takes them from the table's snapshots. Batch ids count per pipeline and
+two pipelines may write one table, so a commit is the batch's only if both match.
 
 ``MERGE INTO`` is SQL, which takes no write options: Iceberg's Spark writes add the properties of
 ``org.apache.iceberg.spark.CommitMetadata`` (a per-thread map, public only through a Java callback
@@ -18,14 +19,40 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 BATCH_PROPERTY = "cdc.batch-id"
+PIPELINE_PROPERTY = "cdc.pipeline"
 COUNTS_PROPERTY = "cdc.counts"
 COMMIT_METADATA = "org.apache.iceberg.spark.CommitMetadata"
+
+
+@dataclass(frozen=True)
+class PipelineBatch:
+    """One batch of one pipeline: what a table commit is marked with and matched on."""
+
+    pipeline: str
+    batch_id: int
+
+    def properties(self) -> dict[str, str]:
+        """The snapshot properties naming this batch."""
+        return {PIPELINE_PROPERTY: self.pipeline, BATCH_PROPERTY: str(self.batch_id)}
+
+    def snapshot_filter(self) -> str:
+        """A SQL condition on a ``snapshots`` row's ``summary``: the snapshot is this batch's.
+
+        A snapshot that names no pipeline was committed before commits named one, and is taken
+        as the batch's, as it was then: a batch resumed across an upgrade still finds its own.
+        """
+        pipeline = self.pipeline.replace("'", "''")
+        return (
+            f"summary['{BATCH_PROPERTY}'] = '{self.batch_id}' AND "
+            f"coalesce(summary['{PIPELINE_PROPERTY}'], '{pipeline}') = '{pipeline}'"
+        )
 
 
 # The holder's thread-local map, per JVM gateway: looked up once, as a batch commits to hundreds
@@ -76,28 +103,30 @@ def commit_properties(spark: SparkSession, properties: dict[str, str]) -> Iterat
 
 
 def counts_properties(
-    batch_id: int, table: str, part: str, counts: dict[str, Any]
+    batch: PipelineBatch, table: str, part: str, counts: dict[str, Any]
 ) -> dict[str, str]:
     """The properties of one table's commit: its batch, and its counts for that part of it."""
-    return notes_properties(batch_id, [(table, part, counts)])
+    return notes_properties(batch, [(table, part, counts)])
 
 
-def notes_properties(batch_id: int, notes: list[tuple[str, str, dict[str, Any]]]) -> dict[str, str]:
+def notes_properties(
+    batch: PipelineBatch, notes: list[tuple[str, str, dict[str, Any]]]
+) -> dict[str, str]:
     """The properties of a commit for several tables (one ``_cdc_tombstones`` commit of a batch's
     new tables): the batch, and each (table, part, counts)."""
     listed = [{"table": t, "part": p, "counts": c} for t, p, c in notes]
     note: dict[str, Any] = listed[0] if len(listed) == 1 else {"tables": listed}
-    return {BATCH_PROPERTY: str(batch_id), COUNTS_PROPERTY: json.dumps(note, sort_keys=True)}
+    return batch.properties() | {COUNTS_PROPERTY: json.dumps(note, sort_keys=True)}
 
 
 def earlier_counts(
-    spark: SparkSession, identifiers: list[str], batch_id: int, table: str, part: str
+    spark: SparkSession, identifiers: list[str], batch: PipelineBatch, table: str, part: str
 ) -> dict[str, Any] | None:
     """The counts an earlier attempt of the batch committed for this table and part, if any."""
     for identifier in identifiers:
         rows = spark.sql(
             f"SELECT summary['{COUNTS_PROPERTY}'] AS note FROM {identifier}.snapshots "
-            f"WHERE summary['{BATCH_PROPERTY}'] = '{batch_id}'"
+            f"WHERE {batch.snapshot_filter()}"
         ).collect()
         for row in rows:
             if row["note"] is None:
@@ -116,35 +145,50 @@ def earlier_counts(
 DDL_OUTCOMES_PROPERTY = "cdc.ddl-outcomes"
 
 
-def _position(batch_id: int, position: tuple[int, int, int]) -> str:
-    return ":".join(str(p) for p in (batch_id, *position))
+def _position(batch: PipelineBatch, position: tuple[int, int, int]) -> str:
+    return f"{batch.pipeline}/" + ":".join(str(p) for p in (batch.batch_id, *position))
+
+
+def _unnamed_position(batch: PipelineBatch, position: tuple[int, int, int]) -> str:
+    """A note's key before notes named their pipeline."""
+    return ":".join(str(p) for p in (batch.batch_id, *position))
 
 
 def ddl_note(
-    properties: dict[str, str], batch_id: int, position: tuple[int, int, int]
+    properties: dict[str, str], batch: PipelineBatch, position: tuple[int, int, int]
 ) -> tuple[str, str] | None:
     """(status, detail) an earlier attempt of this batch noted for the statement at ``position``."""
     try:
         notes = json.loads(properties.get(DDL_OUTCOMES_PROPERTY) or "{}")
     except ValueError:
         return None
-    found = notes.get(_position(batch_id, position)) if isinstance(notes, dict) else None
+    if not isinstance(notes, dict):
+        return None
+    found = notes.get(_position(batch, position), notes.get(_unnamed_position(batch, position)))
     return (str(found[0]), str(found[1])) if isinstance(found, list) and len(found) == 2 else None
 
 
 def with_ddl_note(
     properties: dict[str, str],
-    batch_id: int,
+    batch: PipelineBatch,
     position: tuple[int, int, int],
     status: str,
     detail: str,
 ) -> str:
-    """The property's new value: this batch's notes so far (others dropped) plus this one."""
+    """The property's new value: this batch's notes so far (the pipeline's earlier batches'
+    dropped, other pipelines' kept) plus this one."""
     try:
         notes = json.loads(properties.get(DDL_OUTCOMES_PROPERTY) or "{}")
     except ValueError:
         notes = {}
-    mine = f"{batch_id}:"
-    kept = {k: v for k, v in notes.items() if k.startswith(mine)} if isinstance(notes, dict) else {}
-    kept[_position(batch_id, position)] = [status, detail]
+    ours, mine = f"{batch.pipeline}/", f"{batch.pipeline}/{batch.batch_id}:"
+
+    def kept_note(key: str) -> bool:
+        named = "/" in key
+        if named and not key.startswith(ours):
+            return True  # another pipeline's
+        return key.startswith(mine) or (not named and key.startswith(f"{batch.batch_id}:"))
+
+    kept = {k: v for k, v in notes.items() if kept_note(k)} if isinstance(notes, dict) else {}
+    kept[_position(batch, position)] = [status, detail]
     return json.dumps(kept, sort_keys=True)

@@ -26,7 +26,12 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, DELETED_WRITTEN, INSERT, UPDATE
-from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
+from cdc_ingest.apply.commit_notes import (
+    PipelineBatch,
+    commit_properties,
+    counts_properties,
+    notes_properties,
+)
 from cdc_ingest.apply.concurrent_writes import write_each
 from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
 from cdc_ingest.apply.fresh_tables import (
@@ -120,7 +125,7 @@ class ExistingGroup(FreshGroup):
     Args:
         spark: the session.
         tables: the group (see ``existing_groups``).
-        batch_id: the batch.
+        batch: the batch.
         tombstone_index: the batch's index of the tables with tombstones.
         arrow: pyiceberg's view of the catalog, which reads and rewrites small tables.
     """
@@ -129,11 +134,11 @@ class ExistingGroup(FreshGroup):
         self,
         spark: SparkSession,
         tables: list[FreshTable],
-        batch_id: int,
+        batch: PipelineBatch,
         tombstone_index: TombstoneIndex,
         arrow: ArrowCatalog | None = None,
     ) -> None:
-        super().__init__(spark, tables, batch_id)
+        super().__init__(spark, tables, batch)
         self.index = tombstone_index
         self.arrow = arrow
         self.keys = tables[0].target.keys
@@ -247,7 +252,7 @@ class ExistingGroup(FreshGroup):
             return True
         if arrow is None or not arrow.available or not self._collectable(table):
             return False
-        note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
+        note = counts_properties(self.batch, target.name, "0", self._outcome(summary))
         with stage("rewrite small table"):
             return self._rewrite(target, arrow, note)
 
@@ -261,12 +266,12 @@ class ExistingGroup(FreshGroup):
         keys, its counts on the commit. Safe to run for several tables at once."""
         target = table.target
         summary = self.summaries[target.name]
-        note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
+        note = counts_properties(self.batch, target.name, "0", self._outcome(summary))
         moved = current_snapshot_id(self.spark, target.identifier) != self._read_at[target.name]
         mine = self._table_frame(target.name)
         if inserts_only(summary, target, moved):
             with commit_properties(self.spark, note), stage("append to table"):
-                append_target(mine, target, self.batch_id)
+                append_target(mine, target, self.batch)
             return
         with commit_properties(self.spark, note), stage("merge into table"):
             merged = self._written(target.name)
@@ -318,7 +323,7 @@ class ExistingGroup(FreshGroup):
         notes = [
             (n, "0", self._outcome(self.summaries[n])) for n in changing if not self._written(n)
         ]
-        properties = notes_properties(self.batch_id, notes) if notes else {}
+        properties = notes_properties(self.batch, notes) if notes else {}
         mine = self._frame().where(F.col(TARGET).isin(*changing))
         first = self.tables[0].target
         with commit_properties(self.spark, properties):
@@ -329,7 +334,7 @@ class ExistingGroup(FreshGroup):
                     merge_tombstones(self.spark, mine, first, F.col(TARGET), tombstoned)
             else:
                 with stage("append new tombstones"):
-                    append_tombstones(mine, first.tombstones, self.batch_id, F.col(TARGET))
+                    append_tombstones(mine, first.tombstones, self.batch, F.col(TARGET))
         return changing
 
     def _tombstoned(self, name: str) -> int:

@@ -25,7 +25,12 @@ from pyspark.sql import functions as F
 from cdc_ingest import sql_text
 from cdc_ingest.apply.actions import DELETED_WRITTEN, INSERT
 from cdc_ingest.apply.collapse import newest_changes
-from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
+from cdc_ingest.apply.commit_notes import (
+    PipelineBatch,
+    commit_properties,
+    counts_properties,
+    notes_properties,
+)
 from cdc_ingest.apply.group_layout import GroupLayout, group_layout
 from cdc_ingest.apply.keyed import (
     OUTCOMES,
@@ -124,11 +129,11 @@ class FreshGroup:
     Args:
         spark: the session.
         tables: the group (see ``fresh_groups``).
-        batch_id: the batch.
+        batch: the batch.
     """
 
-    def __init__(self, spark: SparkSession, tables: list[FreshTable], batch_id: int) -> None:
-        self.spark, self.tables, self.batch_id = spark, tables, batch_id
+    def __init__(self, spark: SparkSession, tables: list[FreshTable], batch: PipelineBatch) -> None:
+        self.spark, self.tables, self.batch = spark, tables, batch
         self.soft = tables[0].target.deletes == "soft"
         self.ignores_deletes = tables[0].target.deletes == "ignore"
         self._ignored: dict[str, int] = {}  # each table's ignored deletes (``_collapsed``)
@@ -244,7 +249,7 @@ class FreshGroup:
             if arrow is not None:
                 arrow.create_pending(target.identifier)  # deferred to its rows: it has none
             return
-        note = counts_properties(self.batch_id, target.name, "0", self._outcome(summary))
+        note = counts_properties(self.batch, target.name, "0", self._outcome(summary))
         if arrow is not None:
             with stage("append to created table"):
                 rows = self._arrow_rows(target.name)
@@ -255,7 +260,7 @@ class FreshGroup:
         with commit_properties(self.spark, note), stage("append to created table"):
             # Fewer than GROUP_ROWS rows: one task writes them as one file (not one per part).
             mine = self._table_frame(target.name).coalesce(1)
-            append_target(mine, target, self.batch_id)
+            append_target(mine, target, self.batch)
 
     @property
     def written_actions(self) -> tuple[str, ...]:
@@ -339,10 +344,10 @@ class FreshGroup:
         notes = [
             (n, "0", self._outcome(self.summaries[n])) for n in deleting if not self._written(n)
         ]
-        properties = notes_properties(self.batch_id, notes) if notes else {}
+        properties = notes_properties(self.batch, notes) if notes else {}
         with commit_properties(self.spark, properties), stage("append first tombstones"):
             mine = self._frame().where(F.col(TARGET).isin(*deleting))
-            append_tombstones(mine, tombstones, self.batch_id, F.col(TARGET))
+            append_tombstones(mine, tombstones, self.batch, F.col(TARGET))
         return deleting
 
     def errors(self, applied: set[str]) -> DataFrame | None:

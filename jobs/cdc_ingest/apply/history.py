@@ -33,7 +33,12 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
-from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
+from cdc_ingest.apply.commit_notes import (
+    PipelineBatch,
+    commit_properties,
+    counts_properties,
+    earlier_counts,
+)
 from cdc_ingest.apply.few_keys import listed_keys
 from cdc_ingest.apply.runtime_filter import bloom_filtered, unestimated, worth_filtering
 from cdc_ingest.apply.typed_changes import typed_changes
@@ -114,7 +119,7 @@ def apply_history(
     namespace: str,
     target: TargetTable,
     changes: DataFrame,
-    batch_id: int,
+    batch: PipelineBatch,
     part: str,
     resumed: bool,
     landed_ms: tuple[int | None, ...] = (),
@@ -126,7 +131,7 @@ def apply_history(
     ``existing``: the namespace's tables as the run knows them (a history table made is added)."""
     identifier = history_identifier(catalog, namespace, target)
     if resumed:
-        earlier = earlier_counts(spark, [identifier], batch_id, target.name, part)
+        earlier = earlier_counts(spark, [identifier], batch, target.name, part)
         if earlier is not None:  # the first attempt committed this part: its count stands
             return int(earlier.get(HISTORY_CHANGES, 0))
     with stage("prepare history table"):
@@ -172,7 +177,7 @@ def apply_history(
         new = int(counted[0] or 0) if counted is not None else 0
     if not new:
         return 0
-    note = counts_properties(batch_id, target.name, part, {HISTORY_CHANGES: new})
+    note = counts_properties(batch, target.name, part, {HISTORY_CHANGES: new})
     written = [*stored_columns, *HISTORY_COLUMNS]
     with commit_properties(spark, note):
         if fresh:

@@ -24,7 +24,12 @@ from cdc_ingest.apply.actions import (
     UPDATE,
 )
 from cdc_ingest.apply.collapse import newest_changes
-from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, earlier_counts
+from cdc_ingest.apply.commit_notes import (
+    PipelineBatch,
+    commit_properties,
+    counts_properties,
+    earlier_counts,
+)
 from cdc_ingest.apply.concurrent_writes import TOMBSTONE_WRITES
 from cdc_ingest.apply.few_keys import rows_of_keys, semi_joined
 from cdc_ingest.apply.keyed_writes import (
@@ -252,7 +257,7 @@ def apply_table(
     spark: SparkSession,
     changes: DataFrame,
     target: TargetTable,
-    batch_id: int,
+    batch: PipelineBatch,
     rows: int,
     created: bool,
     part: str = "0",
@@ -265,7 +270,7 @@ def apply_table(
     of the attempt that changed the table, not its own (which finds those changes applied).
 
     Args:
-        spark, target, batch_id: the session, the table, the batch.
+        spark, target, batch: the session, the table, the batch.
         changes: the batch's changes (cached), every table's.
         rows: how many of ``changes`` are aimed at this table (the batch inventory counted them),
             so that typing errors cost a pass of their own only when there are some.
@@ -325,20 +330,20 @@ def apply_table(
     earlier = None
     if resumed:
         identifiers = [target.identifier, target.tombstones]
-        earlier = earlier_counts(spark, identifiers, batch_id, target.name, part)
+        earlier = earlier_counts(spark, identifiers, batch, target.name, part)
     outcome = {f: getattr(summary, f) for f in OUTCOMES} | {"created": created}
-    with commit_properties(spark, counts_properties(batch_id, target.name, part, outcome)):
+    with commit_properties(spark, counts_properties(batch, target.name, part, outcome)):
         # A soft-deleted row's order moves on with every newer delete of its key.
         moves_soft = target.deletes == "soft" and summary.deleted_absent and not created
         if summary.inserted or summary.updated or summary.deleted or moves_soft:
             if created:
                 with stage("append to created table"):
-                    append_target(classified, target, batch_id)
+                    append_target(classified, target, batch)
             else:
                 moved_on = current_snapshot_id(spark, target.identifier) != read_at
                 if inserts_only(summary, target, moved_on):
                     with stage("append to table"):
-                        append_target(classified, target, batch_id)
+                        append_target(classified, target, batch)
                 else:
                     with stage("merge into table"):
                         merged = summary.inserted + summary.updated + summary.deleted
@@ -357,7 +362,7 @@ def apply_table(
                         )
                 else:
                     with stage("append new tombstones"):
-                        append_tombstones(classified, target.tombstones, batch_id, target.name)
+                        append_tombstones(classified, target.tombstones, batch, target.name)
             index.add(target.name)
     if earlier is not None:
         for name in (*OUTCOMES, "created"):

@@ -25,6 +25,8 @@ from cdc_ingest.table_options import DELETED_COLUMN
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdc_ingest.apply.commit_notes import PipelineBatch
+
 _views = itertools.count()
 # With soft deletes, the actions that write a change's whole row (flagged where it deletes).
 WRITTEN_ROWS = (INSERT, UPDATE, DELETED_WRITTEN)
@@ -110,7 +112,7 @@ def merge_target(
     spark.catalog.dropTempView(view)
 
 
-def append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> None:
+def append_target(classified: DataFrame, target: TargetTable, batch: PipelineBatch) -> None:
     """Insert into a table this run created (or one whose changes only add keys): nothing to
     match, so no MERGE join or delete files. With soft deletes, a delete that writes its upsert's
     row adds it flagged."""
@@ -124,7 +126,7 @@ def append_target(classified: DataFrame, target: TargetTable, batch_id: int) -> 
     if target.deletes == "soft":
         columns.append((action == DELETED_WRITTEN).alias(DELETED_COLUMN))
     added = action.isin(INSERT, DELETED_WRITTEN)
-    _append(classified.where(added).select(*columns), target.identifier, batch_id)
+    _append(classified.where(added).select(*columns), target.identifier, batch)
 
 
 def _tombstone_changes(classified: DataFrame, table: Column) -> DataFrame:
@@ -179,7 +181,7 @@ def merge_tombstones(
 
 
 def append_tombstones(
-    classified: DataFrame, tombstones: str, batch_id: int, table: Column | str
+    classified: DataFrame, tombstones: str, batch: PipelineBatch, table: Column | str
 ) -> None:
     """Add tombstones for tables that had none: every one is new (none to clear or move).
 
@@ -187,8 +189,9 @@ def append_tombstones(
     """
     name = F.lit(table) if isinstance(table, str) else table
     rows = _tombstone_changes(classified, name).drop("_tomb")
-    _append(rows, tombstones, batch_id)
+    _append(rows, tombstones, batch)
 
 
-def _append(rows: DataFrame, identifier: str, batch_id: int) -> None:
-    rows.writeTo(identifier).option("snapshot-property.cdc.batch-id", str(batch_id)).append()
+def _append(rows: DataFrame, identifier: str, batch: PipelineBatch) -> None:
+    marks = {f"snapshot-property.{k}": v for k, v in batch.properties().items()}
+    rows.writeTo(identifier).options(**marks).append()

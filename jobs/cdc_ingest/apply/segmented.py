@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.append_only import apply_append_only
-from cdc_ingest.apply.commit_notes import DDL_OUTCOMES_PROPERTY, ddl_note, with_ddl_note
+from cdc_ingest.apply.commit_notes import (
+    DDL_OUTCOMES_PROPERTY,
+    PipelineBatch,
+    ddl_note,
+    with_ddl_note,
+)
 from cdc_ingest.apply.history import HISTORY_OF_PROPERTY, apply_history, check_history_table
 from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.schema.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
@@ -81,6 +86,11 @@ class TableContext:
     # The pipeline writing the tables (schema/ownership): what it records, what it may write.
     writer: TableWriter | None = None
 
+    @property
+    def batch(self) -> PipelineBatch:
+        """The batch, as its commits are marked and found again."""
+        return PipelineBatch(self.writer.pipeline if self.writer else "", self.batch_id)
+
 
 def apply_segment(
     ctx: TableContext,
@@ -100,7 +110,7 @@ def apply_segment(
             ctx.spark,
             changes,
             target,
-            ctx.batch_id,
+            ctx.batch,
             rows,
             created,
             part=str(index),
@@ -115,14 +125,14 @@ def apply_segment(
                     ctx.namespace,
                     target,
                     changes,
-                    ctx.batch_id,
+                    ctx.batch,
                     str(index),
                     ctx.resumed,
                     ctx.landed_ms,
                     ctx.existing,
                 )
     else:
-        part, errors = apply_append_only(ctx.spark, changes, target, ctx.batch_id, rows, index)
+        part, errors = apply_append_only(ctx.spark, changes, target, ctx.batch, rows, index)
         part.append_only = True
     if target.history is not None:
         part.history_table = target.history.table
@@ -177,7 +187,7 @@ def _note(
     detail: str,
 ) -> None:
     """Keep on the table what the statement does, before doing it (see commit_notes)."""
-    note = with_ddl_note(properties, ctx.batch_id, event.position, status, detail)
+    note = with_ddl_note(properties, ctx.batch, event.position, status, detail)
     ctx.spark.sql(
         f"ALTER TABLE {identifier} SET TBLPROPERTIES "
         f"('{DDL_OUTCOMES_PROPERTY}' = {sql_string(note)})"
@@ -190,7 +200,7 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
     [change] = [c for c in event.parsed.changes if c.action == table_level(event)]
     if change.action == CREATE_TABLE:
         properties = table_properties(ctx.spark, identifier) if name in ctx.existing else {}
-        earlier = ddl_note(properties, ctx.batch_id, event.position) if ctx.resumed else None
+        earlier = ddl_note(properties, ctx.batch, event.position) if ctx.resumed else None
         if earlier is not None:
             event.status, event.detail = earlier
             return
@@ -212,7 +222,7 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
             return
         table_key = keys or change.keys
         detail = f"created with key {list(table_key)}"
-        note = with_ddl_note({}, ctx.batch_id, event.position, APPLIED, detail)
+        note = with_ddl_note({}, ctx.batch, event.position, APPLIED, detail)
         design = creation(ctx.spark, ctx.table_options.for_table(name), change.columns)
         created = {KEYS_PROPERTY: ",".join(table_key), DDL_OUTCOMES_PROPERTY: note}
         if ctx.writer is not None:
@@ -233,7 +243,7 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
         new = event.renamed_to
         if ctx.resumed and name not in ctx.existing and new in ctx.existing:
             moved = table_properties(ctx.spark, qualified(ctx.catalog, ctx.namespace, new))
-            earlier = ddl_note(moved, ctx.batch_id, event.position)
+            earlier = ddl_note(moved, ctx.batch, event.position)
             if earlier is not None:
                 event.status, event.detail = earlier
                 return
@@ -376,7 +386,7 @@ def apply_with_ddl(
                 continue
             keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k)
             status, detail, statements = plan_statement(ctx.spark, identifier, keys, event)
-            earlier = ddl_note(properties, ctx.batch_id, event.position) if ctx.resumed else None
+            earlier = ddl_note(properties, ctx.batch, event.position) if ctx.resumed else None
             if statements and earlier is None:
                 _note(ctx, identifier, properties, event, status, detail)
             for statement in statements:

@@ -160,6 +160,14 @@ def table_keys(spark: SparkSession, identifier: str) -> tuple[str, ...]:
     return tuple(k for k in value.split(",") if k)
 
 
+def _created_mark(batch_id: int | None, writer: TableWriter | None) -> str:
+    """The creating batch as the table remembers it: batch ids count per pipeline.
+
+    A table created before marks named their pipeline holds the bare batch id, also accepted.
+    """
+    return f"{writer.pipeline}/{batch_id}" if writer is not None else str(batch_id)
+
+
 def prepare_target(
     spark: SparkSession,
     catalog: str,
@@ -262,7 +270,7 @@ def prepare_target(
         if writer is not None:
             created_with |= writer.created_properties()
         if batch_id is not None:
-            created_with[CREATED_IN_PROPERTY] = str(batch_id)
+            created_with[CREATED_IN_PROPERTY] = _created_mark(batch_id, writer)
         with stage("create table"):
             won = create_target(
                 spark,
@@ -325,7 +333,8 @@ def prepare_target(
         refused_columns=refused,
         unavailable_values=decoder.unavailable_values if inventory.unavailable else (),
         moves_keys=inventory.moves_keys,
-        created_in_batch=created or properties.get(CREATED_IN_PROPERTY) == str(batch_id),
+        created_in_batch=created
+        or properties.get(CREATED_IN_PROPERTY) in (_created_mark(batch_id, writer), str(batch_id)),
         computed={n: (options.computed_columns[n], computed[n]) for n in options.computed_columns},
         deletes=options.deletes,
         design_changes=tuple(design_changes),
