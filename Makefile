@@ -106,7 +106,7 @@ test-lane: install
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=0 --durations-min=8 $(LANE_TESTS)
 
 # QUICK=1: every scenario at a tenth of its size, for a quick check.
-BENCH_RESULTS = bench-data/results.jsonl
+BENCH_RESULTS = bench-data/results-spark$(SPARK_LINE).jsonl
 
 bench: install
 	rm -f $(BENCH_RESULTS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib.metadata import version
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -78,7 +79,10 @@ def load(results: Path) -> list[Shape]:
 
 def main(argv: list[str]) -> int:
     shapes = load(Path(argv[0]))
-    print(f"make bench: {len(shapes)} scenarios, CPU seconds of the whole process tree")
+    print(
+        f"make bench on pyspark {version('pyspark')}: {len(shapes)} scenarios, "
+        "CPU seconds of the whole process tree"
+    )
     for line in table(shapes):
         print(line)
     return 0
