@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib.metadata import version
 from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 
