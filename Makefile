@@ -112,6 +112,7 @@ bench: install
 	rm -f $(BENCH_RESULTS)
 	$(BIN)/python scripts/bench.py --results $(BENCH_RESULTS) $(if $(QUICK),--messages 100000 --workdir bench-data/quick)
 	$(BIN)/python scripts/bench_shapes.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
+	$(BIN)/python scripts/bench_wide.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
 	$(BIN)/python scripts/bench_steady.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
 	$(BIN)/python scripts/bench_airflow.py --results $(BENCH_RESULTS) --workdir bench-data/airflow $(if $(QUICK),--quick)
 	$(BIN)/python scripts/bench_fleet.py --results $(BENCH_RESULTS)
