@@ -27,8 +27,8 @@ if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_engine import EngineBatches, SessionBatches, add_route_argument, batches_for  # noqa: E402
-from bench_shapes import land, write_config  # noqa: E402
+from bench_engine import EngineBatches, SessionBatches, add_route_argument  # noqa: E402
+from bench_shapes import Runner, land, write_config  # noqa: E402
 from bench_table import Shape, save, table  # noqa: E402
 
 ROWS = 200
@@ -89,14 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.workdir)
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True)
-    spark = None
-    if args.in_process:
-        from cdc_ingest.config import CatalogConfig
-        from cdc_ingest.spark_session import build_session
-
-        boot = CatalogConfig("wide", f"sqlite:///{workdir / 'boot.db'}", workdir.as_uri())
-        spark = build_session(boot, app_name="cdc-ingest-bench-wide")
-    batches = batches_for(args.in_process, spark, workdir / "engine")
+    batches = Runner(workdir, args.in_process).batches
     print(f"batches run {batches.route}", flush=True)
     started = time.perf_counter()
     try:
