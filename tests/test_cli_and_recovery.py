@@ -197,6 +197,33 @@ def test_a_resumed_batch_reports_its_own_pipelines_counts(lake):
     assert sorted(r["id"] for r in lake.rows("t")) == [1, 2, 3]
 
 
+def test_a_batch_with_ddl_does_not_claim_a_table_another_pipeline_created(lake):
+    """Pipeline a's batch 1 created t; pipeline b's batch 1 alters and inserts into it (the
+    path of batches with DDL, which asks the table which batch created it): b created nothing."""
+    from canal_messages import TEXT, canal_message, ddl_message
+
+    lake.add_pipeline("a", "canal-json")
+    lake.add_pipeline("b", "canal-json")
+    lake.land("a", "001.json", [canal_message("t", "INSERT", {"id": "1", "v": "a"}, 1000)])
+    assert lake.run("a").tables["t"].created is True
+    lake.land(
+        "b",
+        "001.json",
+        [
+            ddl_message("t", "ALTER TABLE t ADD COLUMN w varchar(10)", "ALTER", 2000),
+            canal_message(
+                "t", "INSERT", {"id": "2", "v": "b", "w": "x"}, 2001, {**TEXT, "w": "VARCHAR(10)"}
+            ),
+        ],
+    )
+    summary = lake.run("b")
+    assert (summary.tables["t"].created, summary.tables["t"].inserted) == (False, 1)
+    assert sorted((r["id"], r["v"], r["w"]) for r in lake.rows("t")) == [
+        (1, "a", None),
+        (2, "b", "x"),
+    ]
+
+
 def test_run_flags_parse_as_airflow_renders_them():
     from cdc_ingest.cli import _parser
 
