@@ -42,10 +42,14 @@ from cdc_ingest.apply.keyed import (
 )
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
 from cdc_ingest.apply.soft_deletes import with_flags
-from cdc_ingest.apply.typed_changes import computed_columns, raw_value, typed_select
+from cdc_ingest.apply.typed_changes import (
+    TypedColumn,
+    computed_columns,
+    raw_value,
+    typed_select,
+)
 from cdc_ingest.arrow_frames import arrow_frame, collect_arrow, string_array
 from cdc_ingest.contract import DELETE
-from cdc_ingest.schema.values import column_error, typed_value
 from cdc_ingest.sql_text import literal
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import ORDER_COLUMN
@@ -221,8 +225,7 @@ class FreshGroup:
         return self._frame().where(F.col(TARGET) == name).select(*own, *rest)
 
     def _typed_changes(self, changes: DataFrame) -> DataFrame:
-        values: list[str] = []
-        errors: list[str] = []
+        columns: list[TypedColumn] = []
         keys = {t.target.name: t.target.keys for t in self.tables}
         for slot, ctype in self.columns.items():
             sources = self.layout.sources(slot)
@@ -231,11 +234,8 @@ class FreshGroup:
             if keyed and not by:
                 by = f"{TARGET} IN ({', '.join(literal(k) for k in keyed)})"
             named_by = self.layout.name_column(slot)
-            raw = raw_value(slot, by, named_by)
-            typed = typed_value(raw, ctype)
-            values.append(f"{typed} AS {sql_text.name(slot)}")
-            errors.append(column_error(slot, raw, typed, ctype, named_by))
-        frame = typed_select(changes, values, errors, leading=[TARGET])
+            columns.append(TypedColumn(slot, raw_value(slot, by, named_by), ctype, named_by))
+        frame = typed_select(changes, columns, leading=[TARGET])
         # Every table of the group computes the same columns (``fresh_groups``), each from its
         # own typed source columns (``typed_changes.computed_columns``).
         return computed_columns(frame, self.tables[0].target)

@@ -3,6 +3,7 @@ does not fit as the change's ``_type_error`` (and its dead letter)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -17,7 +18,13 @@ from cdc_ingest.state.tables import ORDER_COLUMN
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from cdc_ingest.contract import ColumnType
     from cdc_ingest.schema.target import TargetTable
+
+# The typed frame's inner columns (``typed_select``): a source column never begins with the
+# job's prefix (``schema.names``), so these cannot meet one.
+RAW_PREFIX = "_cdc_raw_"
+TYPED_PREFIX = "_cdc_typed_"
 
 
 def raw_value(name: str, keyed: bool | str, named_by: str | None = None) -> str:
@@ -32,20 +39,65 @@ def raw_value(name: str, keyed: bool | str, named_by: str | None = None) -> str:
     return key_value if keyed is True else f"CASE WHEN {keyed} THEN {key_value} ELSE {image} END"
 
 
+@dataclass(frozen=True)
+class TypedColumn:
+    """One column of the typed frame: its ``name``, its ``raw`` text (SQL text over the
+    changes, ``raw_value``), its type, and ``named_by`` as ``column_error`` takes it."""
+
+    name: str
+    raw: str
+    column_type: ColumnType
+    named_by: str | None = None
+
+
+def _raw_column(index: int) -> str:
+    return f"{RAW_PREFIX}{index}"
+
+
+def _typed_column(index: int) -> str:
+    return f"{TYPED_PREFIX}{index}"
+
+
 def typed_select(
     frame: DataFrame,
-    values: list[str],
-    errors: list[str],
+    columns: list[TypedColumn],
+    refusals: list[str] | None = None,
     leading: list[str] | None = None,
     trailing: list[str] | None = None,
 ) -> DataFrame:
     """The typed frame's columns: where each change comes from (after the ``leading`` columns),
-    its typed ``values`` (SQL text), its change columns (``_cdc_batch_id`` from the batch's text,
-    see ``BATCH_TEXT``), ``_type_error``, the first of ``errors`` (null when every value fits),
-    and the ``trailing`` expressions."""
+    its typed ``columns``, its change columns (``_cdc_batch_id`` from the batch's text, see
+    ``BATCH_TEXT``), ``_type_error``, the first of the ``refusals`` and the columns' errors
+    (null when every value fits), and the ``trailing`` expressions.
+
+    Three projections, each reading the one before as columns: the raw texts, the typed values,
+    then the errors. Written as one, every use of a raw text or typed value repeats its whole
+    expression, and a wide table's plan grows by tens of nodes per column for Spark to analyse,
+    optimise and compile (a projection that would evaluate an expression twice is not merged).
+    """
+    raws = sql_text.select(
+        frame, ["*", *(f"{c.raw} AS {_raw_column(i)}" for i, c in enumerate(columns))]
+    )
+    typed = sql_text.select(
+        raws,
+        [
+            "*",
+            *(
+                f"{typed_value(_raw_column(i), c.column_type)} AS {_typed_column(i)}"
+                for i, c in enumerate(columns)
+            ),
+        ],
+    )
+    errors = [
+        *(refusals or []),
+        *(
+            column_error(c.name, _raw_column(i), _typed_column(i), c.column_type, c.named_by)
+            for i, c in enumerate(columns)
+        ),
+    ]
     error = ", ".join([*errors, "CAST(NULL AS STRING)"])
     return sql_text.select(
-        frame,
+        typed,
         [
             *(sql_text.name(column) for column in leading or []),
             "_cdc_file_idx",
@@ -54,7 +106,7 @@ def typed_select(
             "_cdc_kind",
             "_cdc_key",
             "_cdc_source",
-            *values,
+            *(f"{_typed_column(i)} AS {sql_text.name(c.name)}" for i, c in enumerate(columns)),
             f"_cdc_order AS {ORDER_COLUMN}",
             "op AS _cdc_op",
             f"CAST({BATCH_TEXT} AS BIGINT) AS _cdc_batch_id",
@@ -67,8 +119,7 @@ def typed_select(
 def typed_changes(changes: DataFrame, target: TargetTable, event_time: bool = False) -> DataFrame:
     """This table's changes with typed columns and ``_type_error`` for values that don't fit;
     ``event_time``: with the source's time of each (``_cdc_event_ms``, epoch millis or null)."""
-    values: list[str] = []
-    errors: list[str] = []
+    columns: list[TypedColumn] = []
     kept: list[str] = []
     for name, ctype in target.columns.items():
         raw = raw_value(name, name in target.keys)
@@ -77,19 +128,16 @@ def typed_changes(changes: DataFrame, target: TargetTable, event_time: bool = Fa
             missing = f"{raw} IN ({placeholders})"
             kept.append(f"CASE WHEN {missing} THEN {literal(name)} END")
             raw = f"CASE WHEN NOT ({missing}) THEN {raw} END"
-        typed = typed_value(raw, ctype)
-        values.append(f"{typed} AS {sql_text.name(name)}")
-        errors.append(column_error(name, raw, typed, ctype))
-    for refused, why in target.refused_columns.items():
-        refusal = (
-            f"CASE WHEN array_contains(map_keys(image), {literal(refused)}) THEN {literal(why)} END"
-        )
-        errors.insert(0, refusal)
+        columns.append(TypedColumn(name, raw, ctype))
+    refusals = [
+        f"CASE WHEN array_contains(map_keys(image), {literal(refused)}) THEN {literal(why)} END"
+        for refused, why in target.refused_columns.items()
+    ]
     moved = [MOVED_COLUMN] if MOVED_COLUMN in changes.columns else []
     frame = typed_select(
         changes.where(f"_cdc_target = {literal(target.name)}"),
-        values,
-        errors,
+        columns,
+        refusals,
         leading=moved,
         trailing=[
             *([f"array_compact(array({', '.join(kept)})) AS {KEEP_COLUMN}"] if kept else []),
