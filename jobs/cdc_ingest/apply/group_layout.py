@@ -14,6 +14,7 @@ written (``slot_of``).
 
 from __future__ import annotations
 
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -44,28 +45,34 @@ class GroupLayout:
         more than ``most`` slots."""
         slots = [_Slot(s.ctype, dict(s.names)) for s in self._slots]
         ordered = [*target.keys, *(c for c in target.columns if c not in target.keys)]
+        # Slot indices, in order: of each name and type held alone, and of each type.
+        alone: dict[tuple[str, ColumnType], list[int]] = {}
+        of_type: dict[ColumnType, list[int]] = {}
+        for i, s in enumerate(slots):
+            names = set(s.names.values())
+            if len(names) == 1:
+                alone.setdefault((next(iter(names)), s.ctype), []).append(i)
+            of_type.setdefault(s.ctype, []).append(i)
         taken: set[int] = set()
         left: list[str] = []
         for column in ordered:  # the slot holding this name only, if there is one
-            ctype = target.columns[column]
-            same = [
-                i
-                for i, s in enumerate(slots)
-                if i not in taken and s.ctype == ctype and set(s.names.values()) == {column}
-            ]
+            same = alone.get((column, target.columns[column]))
             if same:
-                taken.add(same[0])
-                slots[same[0]].names[target.name] = column
+                index = same.pop(0)
+                taken.add(index)
+                slots[index].names[target.name] = column
             else:
                 left.append(column)
+        free = {ctype: deque(i for i in held if i not in taken) for ctype, held in of_type.items()}
         for column in left:  # else the first free slot of its type, else a new one
             ctype = target.columns[column]
-            free = [i for i, s in enumerate(slots) if i not in taken and s.ctype == ctype]
-            if not free:
+            kind = free.get(ctype)
+            if kind:
+                index = kind.popleft()
+            else:
                 slots.append(_Slot(ctype))
-                free = [len(slots) - 1]
-            taken.add(free[0])
-            slots[free[0]].names[target.name] = column
+                index = len(slots) - 1
+            slots[index].names[target.name] = column
         if most is not None and len(slots) > most:
             return None
         return GroupLayout(slots, {**self._columns, target.name: list(target.columns)})
@@ -78,8 +85,9 @@ class GroupLayout:
             next(iter(set(s.names.values()))) if len(set(s.names.values())) == 1 else None
             for s in self._slots
         ]
+        counted = Counter(single)
         return [
-            name if name is not None and single.count(name) == 1 else f"{SLOT_PREFIX}{i}"
+            name if name is not None and counted[name] == 1 else f"{SLOT_PREFIX}{i}"
             for i, name in enumerate(single)
         ]
 
