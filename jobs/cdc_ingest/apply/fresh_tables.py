@@ -47,6 +47,7 @@ from cdc_ingest.apply.typed_changes import (
     computed_columns,
     raw_value,
     typed_select,
+    types_by_type,
 )
 from cdc_ingest.arrow_frames import arrow_frame, collect_arrow, string_array
 from cdc_ingest.contract import DELETE
@@ -234,8 +235,11 @@ class FreshGroup:
             if keyed and not by:
                 by = f"{TARGET} IN ({', '.join(literal(k) for k in keyed)})"
             named_by = self.layout.name_column(slot)
-            columns.append(TypedColumn(slot, raw_value(slot, by, named_by), ctype, named_by))
-        frame = typed_select(changes, columns, leading=[TARGET])
+            names = tuple(dict.fromkeys(sources.values())) if by is False else ()
+            columns.append(TypedColumn(slot, raw_value(slot, by, named_by), ctype, named_by, names))
+        rows = sum(t.rows for t in self.tables)
+        by_type = types_by_type(len(columns), rows)
+        frame = typed_select(changes, columns, leading=[TARGET], by_type=by_type)
         # Every table of the group computes the same columns (``fresh_groups``), each from its
         # own typed source columns (``typed_changes.computed_columns``).
         return computed_columns(frame, self.tables[0].target)

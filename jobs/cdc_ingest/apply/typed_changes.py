@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from cdc_ingest import sql_text
 from cdc_ingest.apply.update_images import KEEP_COLUMN, MOVED_COLUMN
 from cdc_ingest.changes.resolve import BATCH_TEXT
-from cdc_ingest.schema.values import column_error, typed_value
+from cdc_ingest.schema.values import column_error, typed_entry, typed_value
 from cdc_ingest.sql_text import literal
 from cdc_ingest.state.tables import ORDER_COLUMN
 
@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 # job's prefix (``schema.names``), so these cannot meet one.
 RAW_PREFIX = "_cdc_raw_"
 TYPED_PREFIX = "_cdc_typed_"
+BY_TYPE_PREFIX = "_cdc_by_type_"
+# Tables wider than this many columns, with at most this many values (rows times columns) in a
+# batch, are typed by column type (``types_by_type``).
+WIDE_COLUMNS = 100
+BY_TYPE_VALUES = 200_000
 
 
 def raw_value(name: str, keyed: bool | str, named_by: str | None = None) -> str:
@@ -42,12 +47,15 @@ def raw_value(name: str, keyed: bool | str, named_by: str | None = None) -> str:
 @dataclass(frozen=True)
 class TypedColumn:
     """One column of the typed frame: its ``name``, its ``raw`` text (SQL text over the
-    changes, ``raw_value``), its type, and ``named_by`` as ``column_error`` takes it."""
+    changes, ``raw_value``), its type, ``named_by`` as ``column_error`` takes it, and
+    ``image_names``: the names of the image's values ``raw`` is one of, where it is only the
+    image's value (not a key column's, nor a placeholder's), else none."""
 
     name: str
     raw: str
     column_type: ColumnType
     named_by: str | None = None
+    image_names: tuple[str, ...] = ()
 
 
 def _raw_column(index: int) -> str:
@@ -64,6 +72,7 @@ def typed_select(
     refusals: list[str] | None = None,
     leading: list[str] | None = None,
     trailing: list[str] | None = None,
+    by_type: bool = False,
 ) -> DataFrame:
     """The typed frame's columns: where each change comes from (after the ``leading`` columns),
     its typed ``columns``, its change columns (``_cdc_batch_id`` from the batch's text, see
@@ -74,27 +83,37 @@ def typed_select(
     then the errors. Written as one, every use of a raw text or typed value repeats its whole
     expression, and a wide table's plan grows by tens of nodes per column for Spark to analyse,
     optimise and compile (a projection that would evaluate an expression twice is not merged).
+    ``by_type`` (``types_by_type``): the columns only an image holds are typed by column type
+    (``_typed_by_type``), and each column is a lookup into its type's map.
     """
+    typed_by_type = _typed_by_type(columns) if by_type else {}
+    own = [i for i in range(len(columns)) if i not in typed_by_type]
+    maps = [expression for expression, _ in typed_by_type.values()]
     raws = sql_text.select(
-        frame, ["*", *(f"{c.raw} AS {_raw_column(i)}" for i, c in enumerate(columns))]
+        frame, ["*", *dict.fromkeys(maps), *(f"{columns[i].raw} AS {_raw_column(i)}" for i in own)]
     )
     typed = sql_text.select(
         raws,
         [
             "*",
             *(
-                f"{typed_value(_raw_column(i), c.column_type)} AS {_typed_column(i)}"
-                for i, c in enumerate(columns)
+                f"{typed_value(_raw_column(i), columns[i].column_type)} AS {_typed_column(i)}"
+                for i in own
             ),
+            *(f"{entry} AS {_typed_column(i)}" for i, (_, entry) in typed_by_type.items()),
         ],
     )
-    errors = [
-        *(refusals or []),
-        *(
-            column_error(c.name, _raw_column(i), _typed_column(i), c.column_type, c.named_by)
-            for i, c in enumerate(columns)
-        ),
-    ]
+
+    def value(i: int) -> str:
+        return f"{_typed_column(i)}.value" if i in typed_by_type else _typed_column(i)
+
+    def error_of(i: int) -> str:
+        if i in typed_by_type:
+            return f"{_typed_column(i)}.error"
+        c = columns[i]
+        return column_error(c.name, _raw_column(i), _typed_column(i), c.column_type, c.named_by)
+
+    errors = [*(refusals or []), *(error_of(i) for i in range(len(columns)))]
     error = ", ".join([*errors, "CAST(NULL AS STRING)"])
     return sql_text.select(
         typed,
@@ -106,7 +125,7 @@ def typed_select(
             "_cdc_kind",
             "_cdc_key",
             "_cdc_source",
-            *(f"{_typed_column(i)} AS {sql_text.name(c.name)}" for i, c in enumerate(columns)),
+            *(f"{value(i)} AS {sql_text.name(c.name)}" for i, c in enumerate(columns)),
             f"_cdc_order AS {ORDER_COLUMN}",
             "op AS _cdc_op",
             f"CAST({BATCH_TEXT} AS BIGINT) AS _cdc_batch_id",
@@ -114,6 +133,38 @@ def typed_select(
             *(trailing or []),
         ],
     )
+
+
+def types_by_type(columns: int, rows: int) -> bool:
+    """Whether ``rows`` changes of a table (or group) of ``columns`` columns are typed by column
+    type: wide enough that planning one expression per column costs more than interpreting
+    one lambda per type over few enough values (``typed_select``)."""
+    return columns > WIDE_COLUMNS and columns * rows <= BY_TYPE_VALUES
+
+
+def _typed_by_type(columns: list[TypedColumn]) -> dict[int, tuple[str, str]]:
+    """Per column only an image holds, by its index: the map of its type's typed entries
+    (``values.typed_entry``, SQL text of an aliased expression, one per type) and its entry's
+    lookup in that map (SQL text). Each map holds the image's values of every key that any
+    column of that type reads, each typed once."""
+    of_type: dict[ColumnType, list[int]] = {}
+    for i, c in enumerate(columns):
+        if c.image_names:
+            of_type.setdefault(c.column_type, []).append(i)
+    looked_up: dict[int, tuple[str, str]] = {}
+    for n, (ctype, held) in enumerate(of_type.items()):
+        names = dict.fromkeys(name for i in held for name in columns[i].image_names)
+        keys = ", ".join(literal(name) for name in names)
+        entry = typed_entry("_cv", ctype, "_ck")
+        typed = f"{BY_TYPE_PREFIX}{n}"
+        expression = (
+            f"transform_values(map_filter(image, (_ck, _cv) -> _ck IN ({keys})),"
+            f" (_ck, _cv) -> {entry}) AS {typed}"
+        )
+        for i in held:
+            key = columns[i].named_by or literal(columns[i].name)
+            looked_up[i] = (expression, f"element_at({typed}, {key})")
+    return looked_up
 
 
 def typed_changes(changes: DataFrame, target: TargetTable, event_time: bool = False) -> DataFrame:
@@ -128,7 +179,8 @@ def typed_changes(changes: DataFrame, target: TargetTable, event_time: bool = Fa
             missing = f"{raw} IN ({placeholders})"
             kept.append(f"CASE WHEN {missing} THEN {literal(name)} END")
             raw = f"CASE WHEN NOT ({missing}) THEN {raw} END"
-        columns.append(TypedColumn(name, raw, ctype))
+        alone = name not in target.keys and not target.unavailable_values
+        columns.append(TypedColumn(name, raw, ctype, image_names=(name,) if alone else ()))
     refusals = [
         f"CASE WHEN array_contains(map_keys(image), {literal(refused)}) THEN {literal(why)} END"
         for refused, why in target.refused_columns.items()

@@ -349,6 +349,16 @@ def column_error(
     )
 
 
+def typed_entry(raw: str, column_type: ColumnType, named_by: str) -> str:
+    """SQL text: the struct of ``raw``'s value in ``column_type`` (``value``) and its error
+    (``error``, as ``column_error`` gives it for the column ``named_by`` names), where ``raw``
+    and ``named_by`` are the variables of a lambda that types many columns of one type."""
+    error = column_error("", raw, "_tv", column_type, named_by)
+    return _bind(
+        typed_value(raw, column_type), "_tv", f"named_struct('value', _tv, 'error', {error})"
+    )
+
+
 # Dates and timestamps a mirror holds: Spark's reach further, but Python's datetime (pyiceberg's
 # file statistics, pandas, Airflow) and most readers end at years 1 and 9999, so every write route
 # dead-letters a value outside them rather than store what those cannot read.
