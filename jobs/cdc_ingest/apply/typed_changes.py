@@ -29,7 +29,7 @@ BY_TYPE_PREFIX = "_cdc_by_type_"
 # Tables wider than this many columns, with at most this many values (rows times columns) in a
 # batch, are typed by column type (``types_by_type``).
 WIDE_COLUMNS = 100
-BY_TYPE_VALUES = 200_000
+BY_TYPE_VALUES = 500_000
 
 
 def raw_value(name: str, keyed: bool | str, named_by: str | None = None) -> str:
