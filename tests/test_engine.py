@@ -312,6 +312,26 @@ def test_the_engine_keeps_one_session_per_catalog_settings_and_at_most_sixteen(s
     assert engine.session(catalog(0), "run", None) is not first
 
 
+def test_the_engine_interprets_a_tiny_batchs_expressions_in_a_session_of_its_own(spark):
+    """A tiny batch's session interprets its expressions (a wide table's projections are
+    generated anew by each task otherwise); a larger batch, or one of unknown size, of the
+    same catalog has the engine's code generation, in another session."""
+    from cdc_ingest.catalog.config import CatalogConfig
+    from cdc_ingest.engine.server import Engine
+    from cdc_ingest.spark_session import TINY_BATCH_BYTES
+
+    engine = Engine(spark, 2, lambda argv, cwd, sessions: 0)
+    catalog = CatalogConfig("tiny", "sqlite:////tmp/tiny.db", "file:///tmp/tiny")
+    tiny = engine.session(catalog, "run", None, TINY_BATCH_BYTES)
+    larger = engine.session(catalog, "run", None, TINY_BATCH_BYTES + 1)
+    unknown = engine.session(catalog, "run", None)
+    generated = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
+    assert tuple(tiny.conf.get(k) for k in generated) == ("false", "NO_CODEGEN")
+    assert larger is unknown and larger is not tiny
+    assert tuple(larger.conf.get(k) for k in generated) == ("true", "FALLBACK")
+    assert engine.session(catalog, "run", None, 1) is tiny
+
+
 def test_the_event_log_redacts_each_sessions_secrets_and_keeps_the_applications_own(spark):
     """Secret keys a session sets reach the application's SparkConf as a placeholder (the event
     log redacts only keys it holds); one the application started with keeps its value there,

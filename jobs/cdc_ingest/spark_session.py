@@ -133,10 +133,10 @@ def configure_catalog(spark: SparkSession, catalog: CatalogConfig) -> None:
 # compiled code serves every later batch, keeps both.
 SMALL_BATCH_BYTES = int(os.environ.get("CDC_INGEST_SMALL_BATCH_BYTES", str(8 * 2**20)))
 QUICK_COMPILER_ONLY = "-XX:TieredStopAtLevel=1"
-# A cold run of a batch smaller still has Spark interpret its expressions instead of generating
-# and compiling code for them: a cold JVM compiles each generated class with Janino, itself not
-# compiled yet, for a plan that then runs over a few rows. Past this size the rows pay more
-# for interpretation than compiling saves.
+# A batch smaller still has Spark interpret its expressions instead of generating and compiling
+# code for them: a cold JVM compiles each generated class with Janino, itself not compiled yet,
+# for a plan that then runs over a few rows (a warm engine: ``warm_sized_for_batch``). Past
+# this size the rows pay more for interpretation than compiling saves.
 TINY_BATCH_BYTES = int(os.environ.get("CDC_INGEST_TINY_BATCH_BYTES", str(2**20)))
 INTERPRETED_EXPRESSIONS = {
     "spark.sql.codegen.wholeStage": "false",
@@ -151,6 +151,26 @@ def small_batch(planned_bytes: int | None) -> bool:
     return planned_bytes is not None and planned_bytes <= SMALL_BATCH_BYTES
 
 
+def tiny_batch(planned_bytes: int | None) -> bool:
+    """Whether a batch of ``planned_bytes`` (None: not known) is tiny enough to interpret its
+    expressions (``INTERPRETED_EXPRESSIONS``)."""
+    return planned_bytes is not None and planned_bytes <= TINY_BATCH_BYTES
+
+
+def warm_sized_for_batch(
+    base: SparkSession, conf: dict[str, str], planned_bytes: int | None
+) -> dict[str, str]:
+    """A warm engine's session settings ``conf`` for one batch of ``planned_bytes``: with
+    interpreted expressions for a tiny one, unless the engine's own settings choose. Its
+    compiled classes are cached, but each task still generates a projection's code, which for a
+    wide table costs more than interpreting its few rows; a narrow one's loses nothing."""
+    if not tiny_batch(planned_bytes):
+        return conf
+    chosen = base.sparkContext.getConf()
+    interpreted = {k: v for k, v in INTERPRETED_EXPRESSIONS.items() if not chosen.contains(k)}
+    return {**conf, **interpreted}
+
+
 def sized_for_batch(conf: dict[str, str], planned_bytes: int | None) -> dict[str, str]:
     """``conf`` for a driver started cold for one batch of ``planned_bytes`` (None: not known):
     C1 only for a small batch, interpreted expressions for a tiny one, unless ``conf`` (the
@@ -160,8 +180,7 @@ def sized_for_batch(conf: dict[str, str], planned_bytes: int | None) -> dict[str
     sized = dict(conf)
     if "TieredStopAtLevel" not in sized[DRIVER_OPTIONS]:
         sized[DRIVER_OPTIONS] = f"{sized[DRIVER_OPTIONS]} {QUICK_COMPILER_ONLY}"
-    assert planned_bytes is not None
-    if planned_bytes <= TINY_BATCH_BYTES:
+    if tiny_batch(planned_bytes):
         for key, value in INTERPRETED_EXPRESSIONS.items():
             sized.setdefault(key, value)
     return sized

@@ -107,11 +107,11 @@ class Engine:
         planned: int | None = None,
     ) -> SparkSession:
         """The session for ``catalog``'s settings (with the caller's secrets), made once."""
-        from cdc_ingest.spark_session import catalog_conf
+        from cdc_ingest.spark_session import catalog_conf, warm_sized_for_batch
 
         if lineage is not None:
             raise RunCold
-        conf = catalog_conf(catalog)
+        conf = warm_sized_for_batch(self.base, catalog_conf(catalog), planned)
         # Kept in memory only; the key hides the settings it is made of.
         key = hashlib.sha256(json.dumps(conf, sort_keys=True).encode()).hexdigest()
         with self.sessions_lock:
