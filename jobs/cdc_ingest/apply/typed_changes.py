@@ -86,11 +86,10 @@ def typed_select(
     ``by_type`` (``types_by_type``): the columns only an image holds are typed by column type
     (``_typed_by_type``), and each column is a lookup into its type's map.
     """
-    typed_by_type = _typed_by_type(columns) if by_type else {}
+    maps, typed_by_type = _typed_by_type(columns) if by_type else ([], {})
     own = [i for i in range(len(columns)) if i not in typed_by_type]
-    maps = [expression for expression, _ in typed_by_type.values()]
     raws = sql_text.select(
-        frame, ["*", *dict.fromkeys(maps), *(f"{columns[i].raw} AS {_raw_column(i)}" for i in own)]
+        frame, ["*", *maps, *(f"{columns[i].raw} AS {_raw_column(i)}" for i in own)]
     )
     typed = sql_text.select(
         raws,
@@ -100,7 +99,7 @@ def typed_select(
                 f"{typed_value(_raw_column(i), columns[i].column_type)} AS {_typed_column(i)}"
                 for i in own
             ),
-            *(f"{entry} AS {_typed_column(i)}" for i, (_, entry) in typed_by_type.items()),
+            *(f"{entry} AS {_typed_column(i)}" for i, entry in typed_by_type.items()),
         ],
     )
 
@@ -142,29 +141,30 @@ def types_by_type(columns: int, rows: int) -> bool:
     return columns > WIDE_COLUMNS and columns * rows <= BY_TYPE_VALUES
 
 
-def _typed_by_type(columns: list[TypedColumn]) -> dict[int, tuple[str, str]]:
-    """Per column only an image holds, by its index: the map of its type's typed entries
-    (``values.typed_entry``, SQL text of an aliased expression, one per type) and its entry's
-    lookup in that map (SQL text). Each map holds the image's values of every key that any
-    column of that type reads, each typed once."""
+def _typed_by_type(columns: list[TypedColumn]) -> tuple[list[str], dict[int, str]]:
+    """The maps of each type's typed entries (``values.typed_entry``; SQL text of aliased
+    expressions, one per type, each holding the image's values of every key that a column of
+    that type reads, typed once), and per column only an image holds, by its index, its entry's
+    lookup in its type's map (SQL text)."""
     of_type: dict[ColumnType, list[int]] = {}
     for i, c in enumerate(columns):
         if c.image_names:
             of_type.setdefault(c.column_type, []).append(i)
-    looked_up: dict[int, tuple[str, str]] = {}
+    maps: list[str] = []
+    looked_up: dict[int, str] = {}
     for n, (ctype, held) in enumerate(of_type.items()):
         names = dict.fromkeys(name for i in held for name in columns[i].image_names)
         keys = ", ".join(literal(name) for name in names)
         entry = typed_entry("_cv", ctype, "_ck")
         typed = f"{BY_TYPE_PREFIX}{n}"
-        expression = (
+        maps.append(
             f"transform_values(map_filter(image, (_ck, _cv) -> _ck IN ({keys})),"
             f" (_ck, _cv) -> {entry}) AS {typed}"
         )
         for i in held:
             key = columns[i].named_by or literal(columns[i].name)
-            looked_up[i] = (expression, f"element_at({typed}, {key})")
-    return looked_up
+            looked_up[i] = f"element_at({typed}, {key})"
+    return maps, looked_up
 
 
 def typed_changes(changes: DataFrame, target: TargetTable, event_time: bool = False) -> DataFrame:
@@ -179,8 +179,7 @@ def typed_changes(changes: DataFrame, target: TargetTable, event_time: bool = Fa
             missing = f"{raw} IN ({placeholders})"
             kept.append(f"CASE WHEN {missing} THEN {literal(name)} END")
             raw = f"CASE WHEN NOT ({missing}) THEN {raw} END"
-        alone = name not in target.keys and not target.unavailable_values
-        columns.append(TypedColumn(name, raw, ctype, image_names=(name,) if alone else ()))
+        columns.append(TypedColumn(name, raw, ctype))
     refusals = [
         f"CASE WHEN array_contains(map_keys(image), {literal(refused)}) THEN {literal(why)} END"
         for refused, why in target.refused_columns.items()
