@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from canal_messages import row_message
+from canal_messages import TEXT, row_message
 from spark_probes import GROUP_WRITE_PATHS, use_group_write_path
 
 # Files as they land, each a batch of its own in the pipeline "split".
@@ -94,6 +94,34 @@ def test_soft_deletes_give_one_mirror_however_the_files_are_batched(
 
     for pipeline in GROUPINGS:
         assert _mirrored(lake, pipeline, "items", "v") == CANAL_EXPECTED, pipeline
+
+
+# Text columns enough for a table's changes to be typed by column type (``types_by_type``).
+PADDING = 150
+WIDE_TYPES = {**TEXT, **{f"p{i}": "VARCHAR(10)" for i in range(PADDING)}}
+
+
+def _widened(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with each upserted row's ``v`` in every padding column too; a delete's row
+    keeps its key and ``v`` only, so that only the values it carries from its upsert
+    (``soft_deletes``) fill its padding."""
+    if message["type"] == "DELETE":
+        return {**message, "mysqlType": WIDE_TYPES}
+    rows = [{**r, **{f"p{i}": r["v"] for i in range(PADDING)}} for r in message["data"]]
+    return {**message, "data": rows, "mysqlType": WIDE_TYPES}
+
+
+@pytest.mark.parametrize(("rewritten_rows", "chunk_rows"), [(None, None), (None, 2)])
+def test_a_wide_tables_soft_deletes_keep_every_columns_last_value(
+    lake, rewritten_rows, chunk_rows, monkeypatch
+):
+    use_group_write_path(monkeypatch, rewritten_rows, chunk_rows)
+
+    _run_groupings(lake, "canal-json", [[_widened(m) for m in f] for f in CANAL_FILES])
+
+    expected = {k: (v, v, deleted, op) for k, (v, deleted, op) in CANAL_EXPECTED.items()}
+    for pipeline in GROUPINGS:
+        assert _mirrored(lake, pipeline, "items", "v", "p149") == expected, pipeline
 
 
 # Debezium's placeholder for a value it did not send (PostgreSQL TOAST).

@@ -67,6 +67,7 @@ TYPES = {
     "price": "DECIMAL(6,2)",
     "born": "DATE",
     "note": "VARCHAR(20)",
+    "amount": "BIGINT",
 }
 # Text columns beyond the typed ones: none, or enough for the wide route.
 PADDING = {"narrow": 0, "wide": 150}
@@ -74,7 +75,7 @@ PADDING = {"narrow": 0, "wide": 150}
 
 def _typed_row(key: int, padding: int, **values: str) -> dict[str, str]:
     row = {"id": str(key), "qty": "5", "price": "12.50", "born": "2020-01-02", "note": "hello"}
-    return {**row, **values, **{f"p{i}": f"p{i}" for i in range(padding)}}
+    return {**row, "amount": "7", **values, **{f"p{i}": f"p{i}" for i in range(padding)}}
 
 
 @pytest.mark.parametrize("held", [False, True], ids=["created", "existing"])
@@ -96,14 +97,25 @@ def test_values_and_dead_letters_do_not_depend_on_the_tables_width(lake, held, w
         typed_message("items", "INSERT", _typed_row(3, padding, price="1.005"), 12, types),
         typed_message("items", "INSERT", _typed_row(4, padding, born="yesterday"), 13, types),
         typed_message("items", "INSERT", _typed_row(5, padding, qty="x", price="y"), 14, types),
+        # Its image holds the later column first: the first column that fails, in the table's
+        # order, is named.
+        typed_message(
+            "items", "INSERT", _later_first(_typed_row(6, padding, qty="q", amount="s")), 15, types
+        ),
     ]
     lake.land("shop", "001.json", lines)
 
     summary = lake.run("shop")
 
-    assert (summary.tables["items"].inserted, summary.tables["items"].dead_lettered) == (1, 4)
+    assert (summary.tables["items"].inserted, summary.tables["items"].dead_lettered) == (1, 5)
     pads = {f"p{i}": f"p{i}" for i in range(padding)}
-    typed = {"qty": 5, "price": Decimal("12.50"), "born": date(2020, 1, 2), "note": "hello"}
+    typed = {
+        "qty": 5,
+        "price": Decimal("12.50"),
+        "born": date(2020, 1, 2),
+        "note": "hello",
+        "amount": 7,
+    }
     held_rows = [{"id": 100, **typed, **pads}] if held else []
     assert lake.rows("items") == [{"id": 1, **typed, **pads}, *held_rows]
     assert sorted((d["line"], d["reason"]) for d in lake.dead_letters()) == [
@@ -111,4 +123,10 @@ def test_values_and_dead_letters_do_not_depend_on_the_tables_width(lake, held, w
         (3, "column 'price': value '1.005' does not fit decimal(6,2) without rounding"),
         (4, "column 'born': value 'yesterday' is not a valid date"),
         (5, "column 'qty': value 'x' is not a valid bigint"),
+        (6, "column 'qty': value 'q' is not a valid bigint"),
     ]
+
+
+def _later_first(row: dict[str, str]) -> dict[str, str]:
+    """The row with its ``amount`` value before the others, as a source may send an image."""
+    return {"amount": row["amount"], **row}

@@ -175,7 +175,7 @@ class ExistingGroup(FreshGroup):
             joined = joined.join(deleted, on_tombstone, "left")
         else:
             joined = joined.withColumn("_d_order", F.lit(None).cast("binary"))
-        counts = self._materialized(with_actions(joined, self.soft))
+        counts = self._materialized(self._with_values(with_actions(joined, self.soft)))
         self._typed = typed
         for table in self.tables:
             name = table.target.name

@@ -45,8 +45,10 @@ from cdc_ingest.apply.soft_deletes import with_flags
 from cdc_ingest.apply.typed_changes import (
     TypedColumn,
     computed_columns,
+    is_type_map,
     raw_value,
     typed_select,
+    typed_values,
     types_by_type,
 )
 from cdc_ingest.arrow_frames import arrow_frame, collect_arrow, string_array
@@ -146,6 +148,7 @@ class FreshGroup:
         self.columns: dict[str, ColumnType] = self.layout.slots
         self.summaries: dict[str, TableSummary] = {}
         self._typed: DataFrame | None = None
+        self._typed_columns: list[TypedColumn] = []
         self._classified: DataFrame | None = None
         self._frame_lock = threading.Lock()
         self._rows: pa.Table | None = None  # the whole classification, if collected
@@ -158,7 +161,7 @@ class FreshGroup:
         # A created table holds no rows and (see applies_fresh) no tombstones: only the kind of
         # each key's newest change decides, for every table of the group alike.
         classified = classify(self.spark, newest, self.tables[0].target, tombstones=False)
-        counts = self._materialized(classified)
+        counts = self._materialized(self._with_values(classified))
         self._typed = typed
         for table in self.tables:
             name = table.target.name
@@ -181,7 +184,9 @@ class FreshGroup:
                 ).collect()
             self._ignored = {r[TARGET]: r["ignored"] for r in counted}
             typed = typed.where(f"NOT ({is_delete})")
-        carry = [*self.columns, *self.tables[0].target.computed] if self.soft else None
+        # The columns and the type maps that hold columns (``typed_values``).
+        carried = [c for c in typed.columns if c in self.columns or is_type_map(c)]
+        carry = carried if self.soft else None
         return newest_changes(typed, per=(TARGET, "_cdc_key"), typing_errors=True, carry=carry)
 
     def _materialized(self, classified: DataFrame) -> dict[tuple[object, ...], ActionCounts]:
@@ -239,10 +244,15 @@ class FreshGroup:
             columns.append(TypedColumn(slot, raw_value(slot, by, named_by), ctype, named_by, names))
         rows = sum(t.rows for t in self.tables)
         by_type = types_by_type(len(columns), rows)
-        frame = typed_select(changes, columns, leading=[TARGET], by_type=by_type)
-        # Every table of the group computes the same columns (``fresh_groups``), each from its
-        # own typed source columns (``typed_changes.computed_columns``).
-        return computed_columns(frame, self.tables[0].target)
+        self._typed_columns = columns
+        return typed_select(changes, columns, leading=[TARGET], by_type=by_type)
+
+    def _with_values(self, classified: DataFrame) -> DataFrame:
+        """The classified changes with every column's value (``typed_values``) and the computed
+        columns: every table of the group computes the same ones (``fresh_groups``), each from
+        its own typed source columns (``typed_changes.computed_columns``)."""
+        valued = typed_values(classified, self._typed_columns)
+        return computed_columns(valued, self.tables[0].target)
 
     def write(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> None:
         """Append one table's inserts, its counts on the commit: through pyiceberg (``arrow``)

@@ -83,13 +83,23 @@ def typed_select(
     then the errors. Written as one, every use of a raw text or typed value repeats its whole
     expression, and a wide table's plan grows by tens of nodes per column for Spark to analyse,
     optimise and compile (a projection that would evaluate an expression twice is not merged).
-    ``by_type`` (``types_by_type``): the columns only an image holds are typed by column type
-    (``_typed_by_type``), and each column is a lookup into its type's map.
+    ``by_type`` (``types_by_type``): the columns only an image holds are typed by column type,
+    into one map per type (``_type_maps``). The columns each read by their own name stay in
+    their type's map, the frame as narrow as its types, until ``typed_values`` looks them up
+    (every later step would otherwise walk each of a wide table's columns again); a column
+    named per change (``named_by``) is a lookup into its map here.
     """
-    maps, typed_by_type = _typed_by_type(columns) if by_type else ([], {})
-    own = [i for i in range(len(columns)) if i not in typed_by_type]
+    maps = _type_maps(columns) if by_type else []
+    looked_up = {i: m.lookup(columns[i]) for m in maps for i in m.held}
+    kept = {i for m in maps if m.deferred for i in m.held}
+    own = [i for i in range(len(columns)) if i not in looked_up]
     raws = sql_text.select(
-        frame, ["*", *maps, *(f"{columns[i].raw} AS {_raw_column(i)}" for i in own)]
+        frame,
+        [
+            "*",
+            *(f"{m.expression} AS {m.name}" for m in maps),
+            *(f"{columns[i].raw} AS {_raw_column(i)}" for i in own),
+        ],
     )
     typed = sql_text.select(
         raws,
@@ -99,21 +109,23 @@ def typed_select(
                 f"{typed_value(_raw_column(i), columns[i].column_type)} AS {_typed_column(i)}"
                 for i in own
             ),
-            *(f"{entry} AS {_typed_column(i)}" for i, entry in typed_by_type.items()),
+            *(f"{entry} AS {_typed_column(i)}" for i, entry in looked_up.items() if i not in kept),
         ],
     )
 
     def value(i: int) -> str:
-        return f"{_typed_column(i)}.value" if i in typed_by_type else _typed_column(i)
+        return f"{_typed_column(i)}.value" if i in looked_up else _typed_column(i)
 
     def error_of(i: int) -> str:
-        if i in typed_by_type:
+        if i in looked_up:
             return f"{_typed_column(i)}.error"
         c = columns[i]
         return column_error(c.name, _raw_column(i), _typed_column(i), c.column_type, c.named_by)
 
-    errors = [*(refusals or []), *(error_of(i) for i in range(len(columns)))]
-    error = ", ".join([*errors, "CAST(NULL AS STRING)"])
+    shown = [i for i in range(len(columns)) if i not in kept]
+    errors = [(i, error_of(i)) for i in shown]
+    first = [_first_error(errors, maps)] if by_type else [e for _, e in errors]
+    error = ", ".join([*(refusals or []), *first, "CAST(NULL AS STRING)"])
     return sql_text.select(
         typed,
         [
@@ -124,7 +136,8 @@ def typed_select(
             "_cdc_kind",
             "_cdc_key",
             "_cdc_source",
-            *(f"{value(i)} AS {sql_text.name(c.name)}" for i, c in enumerate(columns)),
+            *(f"{value(i)} AS {sql_text.name(columns[i].name)}" for i in shown),
+            *(m.name for m in maps if m.deferred),
             f"_cdc_order AS {ORDER_COLUMN}",
             "op AS _cdc_op",
             f"CAST({BATCH_TEXT} AS BIGINT) AS _cdc_batch_id",
@@ -134,6 +147,55 @@ def typed_select(
     )
 
 
+def _first_error(errors: list[tuple[int, str]], maps: list[_TypeMap]) -> str:
+    """SQL text: the error of the first column, in the columns' order, whose value does not
+    fit, from the ``errors`` of the columns by their index and the entries of the maps that
+    keep their columns (each map's failed entries ranked by their column's index)."""
+    ranked = [
+        f"CASE WHEN {e} IS NOT NULL THEN named_struct('at', {i}, 'error', {e}) END"
+        for i, e in errors
+    ]
+    for m in maps:
+        if m.deferred:
+            failed = f"filter(map_entries({m.name}), _e -> _e.value.error IS NOT NULL)"
+            at = f"element_at({m.positions}, _e.key)"
+            ranked.append(
+                f"array_min(transform({failed},"
+                f" _e -> named_struct('at', {at}, 'error', _e.value.error)))"
+            )
+    if not ranked:
+        return "CAST(NULL AS STRING)"
+    first = ranked[0] if len(ranked) == 1 else f"least({', '.join(ranked)})"
+    return f"({first}).error"
+
+
+def typed_values(frame: DataFrame, columns: list[TypedColumn]) -> DataFrame:
+    """``frame`` (``typed_select``'s, by type, or a frame of its rows further on) with the
+    values its type maps keep looked up into their columns, and without the maps (itself when
+    it has none): the last step of a wide table's changes before they are collected or
+    written."""
+    maps = [m for m in _type_maps(columns) if m.deferred and m.name in frame.columns]
+    if not maps:
+        return frame
+    dropped = {m.name for m in maps}
+    return sql_text.select(
+        frame,
+        [
+            *(sql_text.name(c) for c in frame.columns if c not in dropped),
+            *(
+                f"{m.lookup(columns[i])}.value AS {sql_text.name(columns[i].name)}"
+                for m in maps
+                for i in m.held
+            ),
+        ],
+    )
+
+
+def is_type_map(column: str) -> bool:
+    """Whether a typed frame's column is a type's map of columns (``typed_select``)."""
+    return column.startswith(BY_TYPE_PREFIX)
+
+
 def types_by_type(columns: int, rows: int) -> bool:
     """Whether ``rows`` changes of a table (or group) of ``columns`` columns are typed by column
     type: wide enough that planning one expression per column costs more than interpreting
@@ -141,30 +203,46 @@ def types_by_type(columns: int, rows: int) -> bool:
     return columns > WIDE_COLUMNS and columns * rows <= BY_TYPE_VALUES
 
 
-def _typed_by_type(columns: list[TypedColumn]) -> tuple[list[str], dict[int, str]]:
-    """The maps of each type's typed entries (``values.typed_entry``; SQL text of aliased
-    expressions, one per type, each holding the image's values of every key that a column of
-    that type reads, typed once), and per column only an image holds, by its index, its entry's
-    lookup in its type's map (SQL text)."""
+@dataclass(frozen=True)
+class _TypeMap:
+    """One type's typed entries (``values.typed_entry``): ``expression`` (SQL text) holds the
+    image's value of every name a column of the type reads, typed once, keyed by that name;
+    ``held``: the indices of those columns; ``deferred``: whether each is read by its own name
+    (none ``named_by``), so that the map can stand for them until ``typed_values``."""
+
+    name: str
+    expression: str
+    held: tuple[int, ...]
+    positions: str  # SQL text: a map of each held column's name to its index
+    deferred: bool
+
+    def lookup(self, column: TypedColumn) -> str:
+        """SQL text: ``column``'s entry, the struct of its value and error."""
+        return f"element_at({self.name}, {column.named_by or literal(column.name)})"
+
+
+def _type_maps(columns: list[TypedColumn]) -> list[_TypeMap]:
+    """The maps of each type's columns only an image holds, in the order of their first column
+    (deterministic: ``typed_select`` and ``typed_values`` each compute them)."""
     of_type: dict[ColumnType, list[int]] = {}
     for i, c in enumerate(columns):
         if c.image_names:
             of_type.setdefault(c.column_type, []).append(i)
-    maps: list[str] = []
-    looked_up: dict[int, str] = {}
+    maps: list[_TypeMap] = []
     for n, (ctype, held) in enumerate(of_type.items()):
         names = dict.fromkeys(name for i in held for name in columns[i].image_names)
         keys = ", ".join(literal(name) for name in names)
         entry = typed_entry("_cv", ctype, "_ck")
-        typed = f"{BY_TYPE_PREFIX}{n}"
-        maps.append(
+        expression = (
             f"transform_values(map_filter(image, (_ck, _cv) -> _ck IN ({keys})),"
-            f" (_ck, _cv) -> {entry}) AS {typed}"
+            f" (_ck, _cv) -> {entry})"
         )
-        for i in held:
-            key = columns[i].named_by or literal(columns[i].name)
-            looked_up[i] = f"element_at({typed}, {key})"
-    return maps, looked_up
+        deferred = all(columns[i].named_by is None for i in held)
+        pairs = ", ".join(f"{literal(columns[i].name)}, {i}" for i in held)
+        maps.append(
+            _TypeMap(f"{BY_TYPE_PREFIX}{n}", expression, tuple(held), f"map({pairs})", deferred)
+        )
+    return maps
 
 
 def typed_changes(changes: DataFrame, target: TargetTable, event_time: bool = False) -> DataFrame:
