@@ -148,6 +148,54 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("warm_engine")  # its runs go to the worker's engine
+def test_maintain_drops_the_tombstones_older_than_the_retention(lake):
+    from canal_messages import row_message
+    from cdc_ingest.config import load_config
+    from cdc_ingest.maintenance import maintain_pipeline
+
+    lake.add_pipeline("shop", "canal-json", maintenance={"tombstone_retention": "1d"})
+    lake.add_pipeline("backfill", "canal-json")  # writes the table `shared` as well
+    inserts = [row_message("items", "INSERT", {"id": k, "v": "a"}, 10 + k) for k in (1, 2, 3)]
+    lake.land("shop", "000.json", [*inserts, row_message("shared", "INSERT", {"id": 1}, 10)])
+    lake.run("shop")
+    deletes = [
+        row_message("items", "DELETE", {"id": 2, "v": "a"}, 20),
+        row_message("shared", "DELETE", {"id": 1, "v": None}, 20),
+    ]
+    lake.land("shop", "001.json", deletes)
+    lake.run("shop")
+    lake.land("shop", "002.json", [row_message("items", "DELETE", {"id": 3, "v": "a"}, 30)])
+    lake.run("shop")
+    lake.land("backfill", "000.json", [row_message("shared", "INSERT", {"id": 5, "v": "b"}, 5)])
+    lake.run("backfill")
+    finished = {
+        r["batch_id"]: r["finished_at"]
+        for r in lake.rows("_cdc_batches", "pipeline", "batch_id", "finished_at")
+        if r["pipeline"] == "shop"
+    }
+    # A day after batch 2 finished, and before a day after batch 3 did.
+    now = finished[2] + timedelta(days=1) + (finished[3] - finished[2]) / 2
+
+    summary = maintain_pipeline(lake.spark, load_config(lake.config_path), "shop", now=now)
+
+    assert summary.tombstones_expired == 1
+    assert "tombstones older than 1d dropped: 1" in summary.render()
+    assert lake.rows("_cdc_tombstones", "target_table", "key") == [
+        {"target_table": "items", "key": '["3"]'},
+        {"target_table": "shared", "key": '["1"]'},
+    ]
+    # A late insert older than its key's delete: applied once the tombstone is gone, skipped
+    # while it stays.
+    late = [
+        row_message("items", "INSERT", {"id": 2, "v": "late"}, 15),
+        row_message("items", "INSERT", {"id": 3, "v": "late"}, 25),
+    ]
+    lake.land("shop", "003.json", late)
+    counts = lake.run("shop").tables["items"]
+    assert (counts.inserted, counts.older) == (1, 1)
+    assert lake.rows("items") == [{"id": 1, "v": "a"}, {"id": 2, "v": "late"}]
+
+
 def test_ingest_and_maintenance_of_a_namespace_exclude_each_other(lake):
     """Real processes: an ingest run cannot start while maintenance holds the namespace, and
     maintenance cannot start while an ingest run does; both say who holds it."""

@@ -42,6 +42,13 @@ def test_defaults_durations_and_counts(tmp_path: Path) -> None:
     assert _load(tmp_path, {"retain_snapshots": "12h"}).retain_snapshots == timedelta(hours=12)
 
 
+def test_tombstones_are_kept_for_good_unless_a_retention_is_given(tmp_path: Path) -> None:
+    assert _load(tmp_path, None).tombstone_retention is None
+    assert _load(tmp_path, {"tombstone_retention": "none"}).tombstone_retention is None
+    retained = _load(tmp_path, {"tombstone_retention": "30d"}).tombstone_retention
+    assert retained == timedelta(days=30)
+
+
 @pytest.mark.parametrize(
     ("maintenance", "reason"),
     [
@@ -52,6 +59,10 @@ def test_defaults_durations_and_counts(tmp_path: Path) -> None:
             "maintenance.retain_snapshots: '1 week' is not a duration",
         ),
         ({"orphan_older_than": "10m"}, "maintenance.orphan_older_than: must be at least 1h"),
+        (
+            {"tombstone_retention": "1 month"},
+            "maintenance.tombstone_retention: '1 month' is not a duration",
+        ),
         ("daily", "maintenance: expected a mapping"),
     ],
 )

@@ -13,11 +13,15 @@ Per table, with Iceberg's Spark procedures:
 4. ``remove_orphan_files``: files no snapshot references, older than
    ``maintenance.orphan_older_than`` (left by failed writes).
 
+Before them, with ``maintenance.tombstone_retention``, the tombstones of the pipeline's mirrors
+written by batches that finished longer ago than the retention are dropped (``expire_tombstones``),
+so that the compaction of ``_cdc_tombstones`` applies their deletes at once.
+
 The tables are the pipeline's mirrors (every target table its batches recorded in
 ``_cdc_batches``) and its namespace's ``_cdc_`` system tables. The whole run holds the
 namespace's lock exclusively (see :mod:`cdc_ingest.state.locks`), so it never overlaps an
 ingest run; the procedures only rewrite files, so the rows (and the replay of checkpoints) are
-unchanged.
+unchanged (expired tombstones aside).
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from cdc_ingest.maintenance_config import format_duration
 from cdc_ingest.spark_session import configure_catalog
+from cdc_ingest.sql_text import literal
 from cdc_ingest.state.locks import namespace_lock
-from cdc_ingest.state.tables import BATCHES, SYSTEM_TABLES
+from cdc_ingest.state.tables import BATCHES, SYSTEM_TABLES, TOMBSTONES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,6 +76,8 @@ class MaintenanceSummary:
     pipeline: str
     namespace: str
     tables: list[TableMaintenance] = field(default_factory=list)
+    tombstones_expired: int = 0
+    tombstone_retention: str | None = None  # as the config gives it (``7d``), if set
 
     def to_json(self) -> str:
         """The summary as one JSON object (the last line of ``maintain --json``)."""
@@ -84,6 +92,11 @@ class MaintenanceSummary:
                 f"delete files {t.delete_files[0]} -> {t.delete_files[1]}, "
                 f"snapshots {t.snapshots[0]} -> {t.snapshots[1]}, "
                 f"orphans removed {t.orphan_files_removed}"
+            )
+        if self.tombstone_retention is not None:
+            lines.append(
+                f"  tombstones older than {self.tombstone_retention} dropped: "
+                f"{self.tombstones_expired}"
             )
         return "\n".join(lines)
 
@@ -114,22 +127,74 @@ def pipeline_tables(spark: SparkSession, config: Config, pipeline: PipelineConfi
     """The existing tables the pipeline writes: its mirrors, their history tables and the
     namespace's system tables."""
     catalog, namespace = config.catalog.name, pipeline.namespace
-    existing = {
-        row["tableName"] for row in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()
-    }
-    mirrors: set[str] = set()
-    if BATCHES in existing:
-        # Pipeline names are [a-z0-9_]+ (checked when the config loads): safe inside quotes.
-        summaries = spark.sql(
-            f"SELECT summary FROM {catalog}.{namespace}.{BATCHES} "
-            f"WHERE pipeline = '{pipeline.name}'"
-        ).collect()
-        for row in summaries:
-            mirrors.update(json.loads(row["summary"]).get("tables", {}))
+    existing = _existing(spark, catalog, namespace)
+    mirrors = _mirrors(spark, catalog, namespace, existing).get(pipeline.name, set())
     system = {t for t in SYSTEM_TABLES if t in existing}
     # The history tables of its mirrors (``history: scd2``) take the same compaction.
     histories = set(pipeline.tables.history_tables(sorted(mirrors)).values())
     return sorted(system | ((mirrors | histories) & existing))
+
+
+def _existing(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
+    return {
+        row["tableName"] for row in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()
+    }
+
+
+def _mirrors(
+    spark: SparkSession, catalog: str, namespace: str, existing: set[str]
+) -> dict[str, set[str]]:
+    """Per pipeline of the namespace, the target tables its batches recorded in
+    ``_cdc_batches``."""
+    if BATCHES not in existing:
+        return {}
+    rows = spark.sql(
+        "SELECT DISTINCT pipeline, target FROM (SELECT pipeline, "
+        "explode(json_object_keys(get_json_object(summary, '$.tables'))) AS target "
+        f"FROM {catalog}.{namespace}.{BATCHES})"
+    ).collect()
+    mirrors: dict[str, set[str]] = {}
+    for row in rows:
+        mirrors.setdefault(row["pipeline"], set()).add(row["target"])
+    return mirrors
+
+
+def expire_tombstones(
+    spark: SparkSession, config: Config, pipeline: PipelineConfig, now: datetime
+) -> int:
+    """Drop the tombstones (``_cdc_tombstones``) of the pipeline's mirrors that batches of its
+    own finished before ``now`` less ``maintenance.tombstone_retention`` wrote (a key deleted
+    again since keeps its tombstone: the later delete's batch is on it); returns how many.
+
+    A mirror another pipeline of the namespace writes too keeps its tombstones: a tombstone names
+    a batch, not the pipeline whose batch it is. Nothing expires without a retention.
+    """
+    retention = pipeline.maintenance.tombstone_retention
+    catalog, namespace = config.catalog.name, pipeline.namespace
+    existing = _existing(spark, catalog, namespace)
+    if retention is None or TOMBSTONES not in existing:
+        return 0
+    written = _mirrors(spark, catalog, namespace, existing)
+    others = {t for p, tables in written.items() if p != pipeline.name for t in tables}
+    mine = sorted(written.get(pipeline.name, set()) - others)
+    if not mine:
+        return 0
+    # Batch ids grow with each batch of a pipeline, and its batches run one after another.
+    last = spark.sql(
+        f"SELECT max(batch_id) AS batch FROM {catalog}.{namespace}.{BATCHES} "
+        f"WHERE pipeline = {literal(pipeline.name)} "
+        f"AND finished_at < {_timestamp(now - retention)}"
+    ).first()
+    if last is None or last["batch"] is None:
+        return 0
+    tables = ", ".join(literal(t) for t in mine)
+    where = f"target_table IN ({tables}) AND batch_id <= {int(last['batch'])}"
+    identifier = f"{catalog}.{namespace}.{TOMBSTONES}"
+    counted = spark.sql(f"SELECT count(*) AS n FROM {identifier} WHERE {where}").first()
+    expired = int(counted["n"]) if counted is not None else 0
+    if expired:
+        spark.sql(f"DELETE FROM {identifier} WHERE {where}").collect()
+    return expired
 
 
 def _rewrite_position_deletes(
@@ -152,7 +217,12 @@ def _on_local_disk(spark: SparkSession, name: str) -> bool:
 
 
 def _maintain_table(
-    spark: SparkSession, catalog: str, namespace: str, table: str, pipeline: PipelineConfig
+    spark: SparkSession,
+    catalog: str,
+    namespace: str,
+    table: str,
+    pipeline: PipelineConfig,
+    now: datetime,
 ) -> TableMaintenance:
     name = f"{catalog}.{namespace}.{table}"
     target = f"'{namespace}.{table}'"
@@ -167,7 +237,6 @@ def _maintain_table(
         result.added_data_files = int(rewrite["added_data_files_count"])
     if _counts(spark, name)[1]:
         result.removed_delete_files = _rewrite_position_deletes(spark, catalog, target, result)
-    now = datetime.now(UTC)
     retain = pipeline.maintenance.retain_snapshots
     if isinstance(retain, timedelta):
         older_than, retain_last = now - retain, 1
@@ -194,9 +263,10 @@ def _maintain_table(
 
 
 def maintain_pipeline(
-    spark: SparkSession, config: Config, pipeline_name: str
+    spark: SparkSession, config: Config, pipeline_name: str, now: datetime | None = None
 ) -> MaintenanceSummary:
-    """Compact, expire and clean every table the pipeline writes, holding the namespace's lock.
+    """Compact, expire and clean every table the pipeline writes, holding the namespace's lock;
+    ``now``: the moment every age is measured from (the clock's, unless a test sets it).
 
     Raises:
         ConfigError: unknown pipeline.
@@ -206,6 +276,10 @@ def maintain_pipeline(
     pipeline = config.pipeline(pipeline_name)
     configure_catalog(spark, config.catalog)
     summary = MaintenanceSummary(pipeline.name, pipeline.namespace)
+    retention = pipeline.maintenance.tombstone_retention
+    if retention is not None:
+        summary.tombstone_retention = format_duration(retention)
+    now = now or datetime.now(UTC)
     with namespace_lock(
         config.catalog,
         pipeline.namespace,
@@ -215,8 +289,11 @@ def maintain_pipeline(
     ):
         if not spark.catalog.databaseExists(f"{config.catalog.name}.{pipeline.namespace}"):
             return summary
+        summary.tombstones_expired = expire_tombstones(spark, config, pipeline, now)
         for table in pipeline_tables(spark, config, pipeline):
             summary.tables.append(
-                _maintain_table(spark, config.catalog.name, pipeline.namespace, table, pipeline)
+                _maintain_table(
+                    spark, config.catalog.name, pipeline.namespace, table, pipeline, now
+                )
             )
     return summary

@@ -6,6 +6,7 @@ maintenance:
   retain_snapshots: 7d      # a duration (keep snapshots this young, and the last one) or a count
   orphan_older_than: 3d     # files no snapshot references, older than this, are deleted
   lock_wait: 1h             # how long ingest and maintenance wait for each other
+  tombstone_retention: none # deleted keys' tombstones older than this are dropped; none: kept
 ```
 """
 
@@ -18,7 +19,14 @@ from typing import Any
 
 DURATION = re.compile(r"^(\d+)\s*([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-MAINTENANCE_KEYS = ("schedule", "retain_snapshots", "orphan_older_than", "lock_wait")
+MAINTENANCE_KEYS = (
+    "schedule",
+    "retain_snapshots",
+    "orphan_older_than",
+    "lock_wait",
+    "tombstone_retention",
+)
+NONE = (None, "", "none", "None")
 # Writers still committing may have written files no snapshot references yet: never delete young
 # files, whatever the config says.
 MIN_ORPHAN_AGE = timedelta(hours=1)
@@ -37,6 +45,8 @@ class MaintenanceConfig:
     retain_snapshots: timedelta | int = timedelta(days=7)
     orphan_older_than: timedelta = timedelta(days=3)
     lock_wait: timedelta = timedelta(hours=1)
+    # How long a deleted key's tombstone stops older changes of it (None: for good).
+    tombstone_retention: timedelta | None = None
 
 
 def parse_duration(value: Any, key: str) -> timedelta:
@@ -100,9 +110,13 @@ def parse_maintenance(raw: Any) -> MaintenanceConfig:
     lock_wait = defaults.lock_wait
     if "lock_wait" in raw:
         lock_wait = parse_duration(raw["lock_wait"], "lock_wait")
+    tombstones = raw.get("tombstone_retention")
     return MaintenanceConfig(
-        schedule=None if schedule in (None, "", "none", "None") else str(schedule),
+        schedule=None if schedule in NONE else str(schedule),
         retain_snapshots=retain,
         orphan_older_than=orphan,
         lock_wait=lock_wait,
+        tombstone_retention=(
+            None if tombstones in NONE else parse_duration(tombstones, "tombstone_retention")
+        ),
     )

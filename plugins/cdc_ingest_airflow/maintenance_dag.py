@@ -47,6 +47,13 @@ def _retain(pipeline: PipelineConfig) -> str:
     return f"the snapshots of the last {format_duration(retain)}"
 
 
+def _tombstones(pipeline: PipelineConfig) -> str:
+    retention = pipeline.maintenance.tombstone_retention
+    if retention is None:
+        return ""
+    return f" First it drops the tombstones older than {format_duration(retention)}."
+
+
 def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
     """The maintenance DAG of one pipeline.
 
@@ -80,7 +87,7 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             f"(keeping {_retain(pipeline)}) and `remove_orphan_files` (older than "
             f"{format_duration(pipeline.maintenance.orphan_older_than)}) on every table pipeline "
             f"`{pipeline.name}` writes in `{pipeline.namespace}`, holding the namespace's lock: "
-            f"ingest waits for it, and it waits for ingest."
+            f"ingest waits for it, and it waits for ingest.{_tombstones(pipeline)}"
         ),
     ) as dag:
         IngestSparkSubmitOperator(
