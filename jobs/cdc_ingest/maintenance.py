@@ -222,7 +222,7 @@ def _maintain_table(
     namespace: str,
     table: str,
     pipeline: PipelineConfig,
-    now: datetime,
+    now: datetime | None,
 ) -> TableMaintenance:
     name = f"{catalog}.{namespace}.{table}"
     target = f"'{namespace}.{table}'"
@@ -237,6 +237,8 @@ def _maintain_table(
         result.added_data_files = int(rewrite["added_data_files_count"])
     if _counts(spark, name)[1]:
         result.removed_delete_files = _rewrite_position_deletes(spark, catalog, target, result)
+    # After the rewrites: a count of snapshots to keep counts the compaction's.
+    now = now or datetime.now(UTC)
     retain = pipeline.maintenance.retain_snapshots
     if isinstance(retain, timedelta):
         older_than, retain_last = now - retain, 1
@@ -279,7 +281,6 @@ def maintain_pipeline(
     retention = pipeline.maintenance.tombstone_retention
     if retention is not None:
         summary.tombstone_retention = format_duration(retention)
-    now = now or datetime.now(UTC)
     with namespace_lock(
         config.catalog,
         pipeline.namespace,
@@ -289,7 +290,8 @@ def maintain_pipeline(
     ):
         if not spark.catalog.databaseExists(f"{config.catalog.name}.{pipeline.namespace}"):
             return summary
-        summary.tombstones_expired = expire_tombstones(spark, config, pipeline, now)
+        moment = now or datetime.now(UTC)
+        summary.tombstones_expired = expire_tombstones(spark, config, pipeline, moment)
         for table in pipeline_tables(spark, config, pipeline):
             summary.tables.append(
                 _maintain_table(
