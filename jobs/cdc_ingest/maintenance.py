@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from cdc_ingest.maintenance_config import format_duration
+from cdc_ingest.record.batches import written_tables
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.sql_text import literal
 from cdc_ingest.state.locks import namespace_lock
@@ -126,41 +127,40 @@ def _counts(spark: SparkSession, name: str) -> tuple[int, int, int]:
 def pipeline_tables(spark: SparkSession, config: Config, pipeline: PipelineConfig) -> list[str]:
     """The existing tables the pipeline writes: its mirrors, their history tables and the
     namespace's system tables."""
-    catalog, namespace = config.catalog.name, pipeline.namespace
-    existing = _existing(spark, catalog, namespace)
-    mirrors = _mirrors(spark, catalog, namespace, existing).get(pipeline.name, set())
-    system = {t for t in SYSTEM_TABLES if t in existing}
-    # The history tables of its mirrors (``history: scd2``) take the same compaction.
-    histories = set(pipeline.tables.history_tables(sorted(mirrors)).values())
-    return sorted(system | ((mirrors | histories) & existing))
+    return _NamespaceTables.read(spark, config, pipeline).maintained(pipeline)
 
 
-def _existing(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
-    return {
-        row["tableName"] for row in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()
-    }
+@dataclass(frozen=True)
+class _NamespaceTables:
+    """The tables of a pipeline's namespace, and the mirrors each of its pipelines' batches
+    recorded in ``_cdc_batches``: read once per maintenance run."""
 
+    existing: frozenset[str]
+    mirrors: dict[str, set[str]]
 
-def _mirrors(
-    spark: SparkSession, catalog: str, namespace: str, existing: set[str]
-) -> dict[str, set[str]]:
-    """Per pipeline of the namespace, the target tables its batches recorded in
-    ``_cdc_batches``."""
-    if BATCHES not in existing:
-        return {}
-    rows = spark.sql(
-        "SELECT DISTINCT pipeline, target FROM (SELECT pipeline, "
-        "explode(json_object_keys(get_json_object(summary, '$.tables'))) AS target "
-        f"FROM {catalog}.{namespace}.{BATCHES})"
-    ).collect()
-    mirrors: dict[str, set[str]] = {}
-    for row in rows:
-        mirrors.setdefault(row["pipeline"], set()).add(row["target"])
-    return mirrors
+    @staticmethod
+    def read(spark: SparkSession, config: Config, pipeline: PipelineConfig) -> _NamespaceTables:
+        catalog, namespace = config.catalog.name, pipeline.namespace
+        shown = spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()
+        existing = frozenset(row["tableName"] for row in shown)
+        batches = f"{catalog}.{namespace}.{BATCHES}"
+        mirrors = written_tables(spark, batches) if BATCHES in existing else {}
+        return _NamespaceTables(existing, mirrors)
+
+    def maintained(self, pipeline: PipelineConfig) -> list[str]:
+        mirrors = self.mirrors.get(pipeline.name, set())
+        system = {t for t in SYSTEM_TABLES if t in self.existing}
+        # The history tables of its mirrors (``history: scd2``) take the same compaction.
+        histories = set(pipeline.tables.history_tables(sorted(mirrors)).values())
+        return sorted(system | ((mirrors | histories) & self.existing))
 
 
 def expire_tombstones(
-    spark: SparkSession, config: Config, pipeline: PipelineConfig, now: datetime
+    spark: SparkSession,
+    config: Config,
+    pipeline: PipelineConfig,
+    now: datetime,
+    tables: _NamespaceTables,
 ) -> int:
     """Drop the tombstones (``_cdc_tombstones``) of the pipeline's mirrors that batches of its
     own finished before ``now`` less ``maintenance.tombstone_retention`` wrote (a key deleted
@@ -171,11 +171,10 @@ def expire_tombstones(
     """
     retention = pipeline.maintenance.tombstone_retention
     catalog, namespace = config.catalog.name, pipeline.namespace
-    existing = _existing(spark, catalog, namespace)
-    if retention is None or TOMBSTONES not in existing:
+    if retention is None or TOMBSTONES not in tables.existing:
         return 0
-    written = _mirrors(spark, catalog, namespace, existing)
-    others = {t for p, tables in written.items() if p != pipeline.name for t in tables}
+    written = tables.mirrors
+    others = {t for p, held in written.items() if p != pipeline.name for t in held}
     mine = sorted(written.get(pipeline.name, set()) - others)
     if not mine:
         return 0
@@ -187,8 +186,8 @@ def expire_tombstones(
     ).first()
     if last is None or last["batch"] is None:
         return 0
-    tables = ", ".join(literal(t) for t in mine)
-    where = f"target_table IN ({tables}) AND batch_id <= {int(last['batch'])}"
+    named = ", ".join(literal(t) for t in mine)
+    where = f"target_table IN ({named}) AND batch_id <= {int(last['batch'])}"
     identifier = f"{catalog}.{namespace}.{TOMBSTONES}"
     counted = spark.sql(f"SELECT count(*) AS n FROM {identifier} WHERE {where}").first()
     expired = int(counted["n"]) if counted is not None else 0
@@ -290,9 +289,10 @@ def maintain_pipeline(
     ):
         if not spark.catalog.databaseExists(f"{config.catalog.name}.{pipeline.namespace}"):
             return summary
+        tables = _NamespaceTables.read(spark, config, pipeline)
         moment = now or datetime.now(UTC)
-        summary.tombstones_expired = expire_tombstones(spark, config, pipeline, moment)
-        for table in pipeline_tables(spark, config, pipeline):
+        summary.tombstones_expired = expire_tombstones(spark, config, pipeline, moment, tables)
+        for table in tables.maintained(pipeline):
             summary.tables.append(
                 _maintain_table(
                     spark, config.catalog.name, pipeline.namespace, table, pipeline, now

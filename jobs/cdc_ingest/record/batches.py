@@ -17,6 +17,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from cdc_ingest.sql_text import literal
 from cdc_ingest.state.summary import RunSummary
 from cdc_ingest.state.tables import BATCHES, SYSTEM_TABLES, qualified
 
@@ -114,3 +115,19 @@ def record_batch(
         .append()
     )
     return True
+
+
+def written_tables(
+    spark: SparkSession, identifier: str, pipeline: str | None = None
+) -> dict[str, set[str]]:
+    """Per pipeline (or only ``pipeline``), the target tables its batches recorded in
+    ``_cdc_batches`` (``identifier``) as having written: one query."""
+    where = f" WHERE pipeline = {literal(pipeline)}" if pipeline is not None else ""
+    rows = spark.sql(
+        "SELECT DISTINCT pipeline, target FROM (SELECT pipeline, "
+        f"explode(json_object_keys(table_counts)) AS target FROM {identifier}{where})"
+    ).collect()
+    tables: dict[str, set[str]] = {}
+    for row in rows:
+        tables.setdefault(row["pipeline"], set()).add(row["target"])
+    return tables

@@ -6,7 +6,6 @@ What a replay and a rebuild are, and what they write, is in :mod:`cdc_ingest.run
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -14,6 +13,7 @@ from pyspark.sql import functions as F
 from cdc_ingest import ordering
 from cdc_ingest.contract import DUPLICATE, UPSERT
 from cdc_ingest.landing.landed_time import LandedRange
+from cdc_ingest.record.batches import written_tables
 from cdc_ingest.schema.target import table_keys
 from cdc_ingest.state.checkpoints import BatchPlan
 from cdc_ingest.state.lake import CheckpointState
@@ -36,13 +36,8 @@ class ReplayRefused(RuntimeError):
 
 def pipeline_tables(spark: SparkSession, catalog: str, namespace: str, pipeline: str) -> set[str]:
     """The target tables a pipeline's batches have written (from ``_cdc_batches``)."""
-    rows = (
-        spark.table(qualified(catalog, namespace, BATCHES))
-        .where(F.col("pipeline") == pipeline)
-        .select("table_counts")
-        .collect()
-    )
-    return {name for r in rows if r["table_counts"] for name in json.loads(r["table_counts"])}
+    identifier = qualified(catalog, namespace, BATCHES)
+    return written_tables(spark, identifier, pipeline).get(pipeline, set())
 
 
 def replay_request(landed: LandedRange | None, rebuild: tuple[str, ...]) -> dict[str, Any]:
