@@ -180,7 +180,7 @@ def test_ignore_keeps_the_schema_and_counts_the_dropped_values(lake):
         {"id": 3, "v1": "c"},
     ]
     assert summary.ignored_values == 2
-    assert history(lake) == [("orders", "ignored", "schema_changes: ignore")]
+    assert history(lake) == [("orders", "ignored", "schema_changes add_column: ignore")]
 
 
 def test_fail_stops_the_batch_before_any_change_and_says_why(lake):

@@ -63,7 +63,6 @@ PIPELINE_KEYS = (
     "alerts",
     "column_names",
 )
-SCHEMA_CHANGE_POLICIES = ("evolve", "ignore", "fail")
 TABLE_FILTERS = ("include_tables", "exclude_tables")
 COLUMN_NAME_MODES = ("as-sent", "lowercase")
 
@@ -105,12 +104,12 @@ class PipelineConfig:
     schedule: str | None = None
     retries: int = 2
     options: dict[str, Any] = field(default_factory=dict)
-    schema_changes: str = "evolve"
     landed_at: LandedAt = field(default_factory=LandedAt)  # landing times of files (replays)
     # An Airflow AWS connection for an s3:// landing zone; resolved by the Airflow tasks.
     aws_conn_id: str | None = None
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
-    # How each target table is shaped (table_options, deletes, type_mapping).
+    # How each target table is shaped and evolved (table_options, deletes, type_mapping,
+    # schema_changes).
     tables: PipelineTableOptions = field(default_factory=PipelineTableOptions)
     # What the landed files are: JSON lines (default), or Avro or Parquet container files.
     file_format: str = "json"
@@ -229,12 +228,6 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         raise ConfigError(f"{where}: retries must be a non-negative integer")
     schedule = raw.get("schedule")
     options = _parse_options(raw, fmt, where)
-    schema_changes = str(raw.get("schema_changes", "evolve"))
-    if schema_changes not in SCHEMA_CHANGE_POLICIES:
-        raise ConfigError(
-            f"{where}: schema_changes {schema_changes!r} must be one of "
-            f"{', '.join(SCHEMA_CHANGE_POLICIES)}"
-        )
     try:
         landed_at = parse_landed_at(raw.get("landed_at"), where)
     except LandedAtError as exc:
@@ -277,7 +270,6 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         schedule=None if schedule in (None, "", "none", "None") else str(schedule),
         retries=retries,
         options=options,
-        schema_changes=schema_changes,
         landed_at=landed_at,
         aws_conn_id=aws_conn_id,
         maintenance=maintenance,

@@ -4,10 +4,12 @@
 ``table_options`` maps ``"*"`` (every table of the pipeline) and target table names to
 ``partition_by`` (Iceberg transforms, as Iceberg's Spark DDL spells them), ``sort_by`` (the write
 order), ``properties`` (Iceberg table properties), ``computed_columns`` (a name and a Spark SQL
-expression over the row's source columns), ``deletes``, ``type_mapping`` and the history keys
-(``history``, ``history_columns``, ``history_except_columns``, ``history_table``). A table's options
-are the pipeline's ``deletes``/``type_mapping``, then ``"*"``, then its own entry: a later layer
-replaces a list or a value and adds to a mapping. This module imports no pyspark: Airflow loads
+expression over the row's source columns), ``deletes``, ``type_mapping``, the history keys
+(``history``, ``history_columns``, ``history_except_columns``, ``history_table``) and
+``schema_changes`` (``schema/policy``). A table's options are the pipeline's
+``deletes``/``type_mapping``/``schema_changes``, then ``"*"``, then its own entry: a later layer
+replaces a list or a value and adds to a mapping (a string form of ``schema_changes`` sets every
+kind). This module imports no pyspark: Airflow loads
 configs at DAG parse time.
 """
 
@@ -18,6 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_ingest.iceberg_properties import PropertyError, validate_property
+from cdc_ingest.schema.policy import (
+    SchemaPolicy,
+    SchemaPolicyError,
+    parse_schema_changes,
+    schema_policy,
+)
 
 EVERY_TABLE = "*"
 DELETE_MODES = ("apply", "ignore", "soft")
@@ -33,7 +41,10 @@ OPTION_KEYS = (
     "history_columns",
     "history_except_columns",
     "history_table",
+    "schema_changes",
 )
+# Keys a pipeline gives for every table of its own, outside table_options.
+PIPELINE_WIDE = ("deletes", "type_mapping", "schema_changes")
 HISTORY_MODES = ("none", "scd2")
 # Where a table's history is kept: a table of the same namespace named from the mirror's.
 HISTORY_TABLE_DEFAULT = "{table}_history"
@@ -129,6 +140,13 @@ class TableOptions:
     history_columns: tuple[str, ...] | None = None
     history_except_columns: tuple[str, ...] = ()
     history_table: str = HISTORY_TABLE_DEFAULT
+    # The kinds of schema change given an action (schema/policy); the others as evolve has them.
+    schema_changes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def schema_policy(self) -> SchemaPolicy:
+        """What each kind of schema change does to the table."""
+        return schema_policy(self.schema_changes)
 
     def history_of(self, table: str) -> HistoryOptions | None:
         """What keeping ``table``'s history takes, or None when it keeps none."""
@@ -205,6 +223,15 @@ class PipelineTableOptions:
             if kept is not None and kept.table.lower() == name.lower():
                 return owner
         return None
+
+    def ignoring_schema_changes(self) -> PipelineTableOptions:
+        """These options with every table's schema kept as it is (``schema_changes: ignore``)."""
+        layers = {
+            name: {k: v for k, v in layer.items() if k != "schema_changes"}
+            for name, layer in self.layers.items()
+        }
+        layers[""] = {**layers.get("", {}), "schema_changes": parse_schema_changes("ignore")}
+        return PipelineTableOptions(layers)
 
     @property
     def soft_deletes_anywhere(self) -> bool:
@@ -298,6 +325,11 @@ def parse_layer(raw: Any, where: str) -> dict[str, Any]:
                 layer[key] = _column_names(value, key)
             elif key == "history_table":
                 layer[key] = _history_table(value)
+            elif key == "schema_changes":
+                try:
+                    layer[key] = parse_schema_changes(value)
+                except SchemaPolicyError as exc:
+                    raise TableOptionsError(str(exc)) from None
             else:
                 raise TableOptionsError(
                     f"unknown table option {key!r} (known: {', '.join(OPTION_KEYS)})"
@@ -362,9 +394,9 @@ def _computed(value: Any) -> dict[str, str]:
 
 
 def parse_table_options(raw: dict[str, Any], where: str) -> PipelineTableOptions:
-    """A pipeline's ``table_options``, ``deletes`` and ``type_mapping`` keys."""
+    """A pipeline's ``table_options``, ``deletes``, ``type_mapping`` and ``schema_changes`` keys."""
     layers: dict[str, dict[str, Any]] = {}
-    wide = {k: raw[k] for k in ("deletes", "type_mapping") if k in raw}
+    wide = {k: raw[k] for k in PIPELINE_WIDE if k in raw}
     if wide:
         layers[""] = parse_layer(wide, where)
     entries = raw.get("table_options")

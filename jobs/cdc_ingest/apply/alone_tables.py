@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from cdc_ingest.apply.concurrent_writes import write_each
 from cdc_ingest.apply.segmented import TableContext, apply_segment, dead_letters
-from cdc_ingest.schema.evolution import ignored_rows
+from cdc_ingest.schema.evolution import SchemaChangeHeld, ignored_rows
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.state.summary import TableSummary
 from cdc_ingest.state.tables import qualified
@@ -60,7 +60,6 @@ def apply_alone_tables(
     tables: list[AloneTable],
     changes: DataFrame,
     summary: RunSummary,
-    evolve: bool,
 ) -> list[DataFrame]:
     """Apply each of ``tables``, several at once; returns their dead letters. Counted into
     ``summary`` in ``tables``' order, once every table is applied."""
@@ -72,7 +71,7 @@ def apply_alone_tables(
             ctx, target, table.created, table.rows, table.changes, table.fan_out
         )
         ignored = 0
-        if not evolve:
+        if not ctx.policy(target.name).adds_columns:
             ignored = ignored_rows(ctx.spark, changes, target.name, target.identifier)
         done[target.name] = (table_summary, bad, ignored)
 
@@ -125,10 +124,11 @@ def account(summary: RunSummary, table_summary: TableSummary) -> None:
 
 
 def why(exc: Exception) -> str:
-    """A refusal's reason: the exception's first line."""
+    """A refusal's reason: the exception's first line (a table a schema policy holds says
+    itself why it waits)."""
     text = str(exc).strip()
     first = text.splitlines()[0][:300] if text else type(exc).__name__
-    return f"could not be applied: {first}"
+    return first if isinstance(exc, SchemaChangeHeld) else f"could not be applied: {first}"
 
 
 def _committed_in_batch(ctx: TableContext, name: str) -> bool:

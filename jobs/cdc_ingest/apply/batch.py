@@ -34,7 +34,8 @@ from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, applies_fresh,
 from cdc_ingest.apply.segmented import TableContext, apply_with_ddl
 from cdc_ingest.apply.update_images import pair_before_halves
 from cdc_ingest.contract import DELETE, UPSERT
-from cdc_ingest.schema.evolution import EVOLVE, ignored_rows
+from cdc_ingest.schema.evolution import REFUSED as STATEMENT_REFUSED
+from cdc_ingest.schema.evolution import PolicyDecision, SchemaChangeHeld, ignored_rows
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
 from cdc_ingest.schema.ownership import OrdersDoNotCompare, TableWriter
@@ -87,6 +88,7 @@ def apply_all_tables(
     only: tuple[str, ...] = (),
     appends: bool = True,
     arrow: ArrowCatalog | None = None,
+    decision: PolicyDecision | None = None,
 ) -> list[DataFrame]:
     """Prepare every target table and apply its changes and statements; returns typing errors.
 
@@ -95,12 +97,13 @@ def apply_all_tables(
 
     A run restricted to some tables (``only``) applies those of them that the batch changes (and,
     without ``appends``, that have a key), and says in ``summary.skipped_tables`` why it skipped
-    the others.
+    the others. ``decision``: the tables the schema policies hold or leave uncreated
+    (``evolution.check_policy``); statements it marked already are not applied.
     Tables with DDL in the batch come first, in stream order: a renamed table must be renamed
     before the rows that already carry its new name are applied.
     """
     pipeline = config.pipeline(pipeline_name)
-    evolve = pipeline.schema_changes == EVOLVE
+    decision = decision or PolicyDecision()
     is_change = F.col("_cdc_error").isNull() & F.col("_cdc_kind").isin(UPSERT, DELETE)
     dead: list[DataFrame] = []
     changes = batch.cached.where(is_change)
@@ -111,8 +114,9 @@ def apply_all_tables(
     for name in sorted(set(only) - set(inventory.tables)):
         summary.skipped_tables[name] = "no changes in these files"
     by_table: dict[str, list[DdlEvent]] = {}
-    for event in events if evolve else []:
-        by_table.setdefault(event.target, []).append(event)
+    for event in events:
+        if not event.status:
+            by_table.setdefault(event.target, []).append(event)
     ctx = TableContext(
         spark,
         batch.catalog,
@@ -146,8 +150,20 @@ def apply_all_tables(
             table_summary, refused = refuse_table(ctx, changes, name, rows, refusal, True)
             dead.append(refused)
             for event in by_table.get(name, []):
-                event.status, event.detail = "failed", f"table {name} {why(refusal)}"
+                event.status, event.detail = STATEMENT_REFUSED, f"table {name} {why(refusal)}"
             account(summary, table_summary)
+            continue
+        if name in decision.held:
+            # Nothing of the table changes: its changes wait, its statements were marked.
+            rows = inventory.rows.get(name, 0)
+            held = SchemaChangeHeld(decision.held[name])
+            table_summary, refused = refuse_table(ctx, changes, name, rows, held, True)
+            dead.append(refused)
+            account(summary, table_summary)
+            continue
+        if name in decision.not_created:
+            summary.skipped_tables[name] = decision.not_created[name]
+            summary.skipped_table_messages += inventory.rows.get(name, 0)
             continue
         if not appends and not _keyed(spark, batch, base):
             summary.skipped_tables[name] = "append-only: only a full run appends its rows"
@@ -163,7 +179,7 @@ def apply_all_tables(
                 table_summary, errors = apply_with_ddl(ctx, name, by_table[name], mine, base)
                 dead += errors
             else:
-                target, created = _prepare(ctx, base, evolve, deferred=True)
+                target, created = _prepare(ctx, base, deferred=True)
                 tombstoned = ctx.tombstone_index.holds(name)
                 # A table that keeps history is applied alone: its history follows its commit.
                 alone_only = name in fan_out or target.history is not None
@@ -186,13 +202,13 @@ def apply_all_tables(
             table_summary, refused = refuse_table(ctx, changes, name, rows, exc, untouched)
             dead.append(refused)
             for event in by_table.get(name, []):
-                event.status, event.detail = "failed", f"table {name} {why(exc)}"
+                event.status, event.detail = STATEMENT_REFUSED, f"table {name} {why(exc)}"
         account(summary, table_summary)
-    dead += apply_alone_tables(ctx, alone, changes, summary, evolve)
+    dead += apply_alone_tables(ctx, alone, changes, summary)
     groups = [(g, False) for g in existing_groups(holding)]
     groups += [(g, True) for g in fresh_groups(fresh)]
     for members, created in groups:
-        dead += _apply_group(ctx, members, created, changes, summary, evolve)
+        dead += _apply_group(ctx, members, created, changes, summary)
     if arrow is not None:
         arrow.create_pending()  # none should be left; the batch never ends with one missing
     return dead
@@ -242,7 +258,6 @@ def _apply_group(
     created: bool,
     changes: DataFrame,
     summary: RunSummary,
-    evolve: bool,
 ) -> list[DataFrame]:
     """Tables classified together (``created`` by this run, or holding rows), then each
     written by a commit of its own (a created table's rows through pyiceberg where ``ctx.arrow``
@@ -250,7 +265,7 @@ def _apply_group(
     spark = ctx.spark
     arrow = ctx.arrow
     if len(members) == 1 and not _through_pyiceberg(arrow, members[0], created):
-        return _apply_alone(ctx, members[0], created, changes, summary, evolve)
+        return _apply_alone(ctx, members[0], created, changes, summary)
     group = (
         FreshGroup(spark, members, ctx.batch)
         if created
@@ -264,7 +279,7 @@ def _apply_group(
         for table in members:
             if arrow is not None:
                 arrow.create_pending(table.target.identifier)
-            dead += _apply_alone(ctx, table, created, changes, summary, evolve)
+            dead += _apply_alone(ctx, table, created, changes, summary)
         return dead
     refusals = write_group(ctx.spark, group, members, arrow)
     applied: set[str] = set()
@@ -273,7 +288,7 @@ def _apply_group(
         refusal = refusals.get(target.name)
         if refusal is None:
             try:
-                if not evolve:
+                if not ctx.policy(target.name).adds_columns:
                     summary.ignored_values += ignored_rows(
                         spark, changes, target.name, target.identifier
                     )
@@ -311,14 +326,13 @@ def _apply_alone(
     created: bool,
     changes: DataFrame,
     summary: RunSummary,
-    evolve: bool,
 ) -> list[DataFrame]:
     alone = AloneTable(table.target, created, table.rows, changes)
-    return apply_alone_tables(ctx, [alone], changes, summary, evolve)
+    return apply_alone_tables(ctx, [alone], changes, summary)
 
 
 def _prepare(
-    ctx: TableContext, base: TargetInventory, evolve: bool, deferred: bool = False
+    ctx: TableContext, base: TargetInventory, deferred: bool = False
 ) -> tuple[TargetTable, bool]:
     """Create or extend a table without statements in the batch; returns it and whether this
     run created it. ``deferred``: pyiceberg may create it with its first rows, when its group
@@ -333,7 +347,7 @@ def _prepare(
             base,
             ctx.decoder,
             ctx.inference,
-            evolve,
+            ctx.policy(base.name),
             ctx.batch_id,
             ctx.table_options.for_table(base.name),
             ctx.arrow,

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.inference import TypeInference
+    from cdc_ingest.schema.policy import SchemaPolicy
     from cdc_ingest.state.arrow_catalog import ArrowCatalog
 
 
@@ -85,6 +86,10 @@ class TableContext:
     landed_ms: tuple[int | None, ...] = ()
     # The pipeline writing the tables (schema/ownership): what it records, what it may write.
     writer: TableWriter | None = None
+
+    def policy(self, name: str) -> SchemaPolicy:
+        """What each kind of schema change does to table ``name``."""
+        return self.table_options.for_table(name).schema_policy
 
     @property
     def batch(self) -> PipelineBatch:
@@ -346,6 +351,7 @@ def apply_with_ddl(
                 inventory,
                 ctx.decoder,
                 ctx.inference,
+                ctx.policy(name),
                 batch_id=ctx.batch_id,
                 options=ctx.table_options.for_table(name),
                 writer=ctx.writer,
@@ -385,7 +391,8 @@ def apply_with_ddl(
                 event.status, event.detail = UNCHANGED, "the source dropped the table"
                 continue
             keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k)
-            status, detail, statements = plan_statement(ctx.spark, identifier, keys, event)
+            policy = ctx.policy(name)
+            status, detail, statements = plan_statement(ctx.spark, identifier, keys, event, policy)
             earlier = ddl_note(properties, ctx.batch, event.position) if ctx.resumed else None
             if statements and earlier is None:
                 _note(ctx, identifier, properties, event, status, detail)

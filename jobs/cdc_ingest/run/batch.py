@@ -316,7 +316,15 @@ def apply(
     config = mode.kind.config(run.config)
     try:
         policy = config.pipeline(run.pipeline.name)
-        check_policy(run.spark, run.catalog, policy, run.existing, inventory.tables, events)
+        decision = check_policy(
+            run.spark,
+            run.catalog,
+            policy,
+            run.decoder,
+            run.existing,
+            inventory.tables,
+            events,
+        )
     except SchemaChangeRefused:
         if mode.records_ddl:
             _ddl_recorder(run, batch, summary, events)()
@@ -337,6 +345,7 @@ def apply(
         only=mode.restricted_to,
         appends=mode.appends,
         arrow=arrow,
+        decision=decision,
     )
     maybe_die("after_tables")
     return events, dead

@@ -3,16 +3,17 @@
 A table whose batch holds DDL is applied in segments: the changes before the first statement with
 the old schema, then the statement, then the changes up to the next one, and so on. A statement is
 applied whole or not at all: one the parser cannot read, or one that would narrow a column's type,
-changes nothing and is reported (summary, ``_cdc_ddl_history``, task log). The pipeline's
-``schema_changes`` policy decides the rest: ``evolve`` applies, ``ignore`` keeps every table's
-schema (and drops the values of columns the table lacks), ``fail`` stops the batch before any
-change.
+changes nothing and is reported (summary, ``_cdc_ddl_history``, task log). The table's
+``schema_changes`` policy (``schema/policy``) decides, per kind of change, the rest: before any
+change the batch is checked against it (:func:`check_policy`), and a statement's clauses of a
+kind it ignores are left out as the statement is planned (:func:`plan_statement`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest.contract import DDL
+from cdc_ingest.schema import policy as kinds
 from cdc_ingest.schema.ddl_parse import (
     ADD_COLUMN,
     CREATE_TABLE,
@@ -36,6 +38,8 @@ from cdc_ingest.schema.ddl_parse import (
     parse_ddl,
 )
 from cdc_ingest.schema.names import render_targets
+from cdc_ingest.schema.policy import APPLY, DEAD_LETTER, FAIL, IGNORE, REJECT, SchemaPolicy
+from cdc_ingest.schema.target import declared_widenings
 from cdc_ingest.schema.types import widens
 from cdc_ingest.state.tables import SYSTEM_COLUMNS, qualified, quote, table_columns
 
@@ -43,10 +47,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
 
     from cdc_ingest.config import PipelineConfig
+    from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.target import TargetInventory
 
-EVOLVE, IGNORE, FAIL = "evolve", "ignore", "fail"
-POLICIES = (EVOLVE, IGNORE, FAIL)
 APPLIED, UNCHANGED, REJECTED, IGNORED, REFUSED = (
     "applied",
     "no_change",
@@ -58,7 +61,21 @@ SEGMENT = "_cdc_segment"
 
 
 class SchemaChangeRefused(RuntimeError):
-    """The pipeline's policy is ``fail`` and the batch would change a table's schema."""
+    """A table's policy is ``fail`` for a kind of change the batch would make."""
+
+
+class SchemaChangeHeld(RuntimeError):
+    """A table's policy is ``dead-letter`` for a kind of change the batch would make: its
+    changes of the batch wait in the dead letters."""
+
+
+@dataclass
+class PolicyDecision:
+    """What the policies decided before any change: the tables whose changes wait (their
+    reasons), and the tables not created (``create_table: ignore``)."""
+
+    held: dict[str, str] = field(default_factory=dict)
+    not_created: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -180,13 +197,34 @@ def segment_of(events: list[DdlEvent]) -> Column:
     return total
 
 
-def _check(change: SchemaChange, columns: dict[str, str], keys: tuple[str, ...]) -> str | None:
-    """Why a change cannot be applied to a table with these columns, or None."""
+def clause_kinds(change: SchemaChange, columns: dict[str, str]) -> list[str]:
+    """The kinds of schema change (``schema/policy``) one clause makes to a table with these
+    columns: none for a clause that changes nothing in Iceberg."""
+    found = {
+        ADD_COLUMN: [kinds.ADD_COLUMN],
+        DROP_COLUMN: [kinds.DROP_COLUMN],
+        RENAME_COLUMN: [kinds.RENAME_COLUMN],
+        CREATE_TABLE: [kinds.CREATE_TABLE],
+        DROP_TABLE: [kinds.DROP_TABLE],
+        TRUNCATE_TABLE: [kinds.TRUNCATE],
+        RENAME_TABLE: [kinds.RENAME_TABLE],
+    }.get(change.action, [])
     name = change.column or ""
     if change.action in (MODIFY_COLUMN, RENAME_COLUMN) and change.column_type and name in columns:
         old, new = columns[name], change.column_type.spark_type
-        if old != new and not widens(old, new):
-            return f"column '{name}': {old} -> {new} would narrow or change the type"
+        if old != new:
+            found.append(kinds.WIDEN_TYPE if widens(old, new) else kinds.NARROW_TYPE)
+    return found
+
+
+def _check(
+    change: SchemaChange, columns: dict[str, str], keys: tuple[str, ...], policy: SchemaPolicy
+) -> str | None:
+    """Why a change cannot be applied to a table with these columns, or None."""
+    name = change.column or ""
+    if kinds.NARROW_TYPE in clause_kinds(change, columns) and policy[kinds.NARROW_TYPE] == REJECT:
+        old, new = columns[name], change.column_type.spark_type if change.column_type else ""
+        return f"column '{name}': {old} -> {new} would narrow or change the type"
     if change.action == DROP_COLUMN and name in keys:
         return f"column '{name}' is part of the key"
     if change.action == RENAME_COLUMN and change.new_name in columns and name in columns:
@@ -195,9 +233,14 @@ def _check(change: SchemaChange, columns: dict[str, str], keys: tuple[str, ...])
 
 
 def plan_statement(
-    spark: SparkSession, identifier: str, keys: tuple[str, ...], event: DdlEvent
+    spark: SparkSession,
+    identifier: str,
+    keys: tuple[str, ...],
+    event: DdlEvent,
+    policy: SchemaPolicy,
 ) -> tuple[str, str, list[str]]:
-    """What one parsed statement does to an existing table, whole or not at all.
+    """What one parsed statement does to an existing table, whole or not at all; its clauses
+    of a kind ``policy`` ignores are left out.
 
     Returns:
         (status, detail) for the DDL history, and the SQL statements that do it (none when it is
@@ -208,13 +251,29 @@ def plan_statement(
         return REJECTED, parsed.error, []
     columns = {n: t for n, t in table_columns(spark, identifier).items() if n not in SYSTEM_COLUMNS}
     for change in parsed.changes:
-        problem = _check(change, columns, keys)
+        made = clause_kinds(change, columns)
+        if made and all(policy[k] in (IGNORE, DEAD_LETTER, FAIL) for k in made):
+            continue  # left out below: nothing of it can fail
+        problem = _check(change, columns, keys, policy)
         if problem:
             return REJECTED, f"{change.detail}: {problem}; nothing of the statement was applied", []
     done: list[str] = []
+    left_out: list[str] = []
     statements: list[str] = []
     for change in parsed.changes:
         name = change.column or ""
+        made = clause_kinds(change, columns)
+        ignored = [k for k in made if policy[k] != APPLY]
+        if ignored:
+            clause = f"{change.detail} {name}".strip()
+            left_out += [f"{clause} ({policy.says(k)})" for k in ignored]
+            if len(ignored) == len(made):
+                continue
+            # A CHANGE COLUMN that renames and retypes: the part the policy applies.
+            if kinds.RENAME_COLUMN in ignored:
+                change = dataclasses.replace(change, action=MODIFY_COLUMN, new_name=None)
+            else:
+                change = dataclasses.replace(change, column_type=None)
         if change.action == ADD_COLUMN and name not in columns and change.column_type:
             statements.append(
                 f"ALTER TABLE {identifier} ADD COLUMN {quote(name)} {change.column_type.spark_type}"
@@ -252,6 +311,10 @@ def plan_statement(
         elif change.action == TRUNCATE_TABLE:
             statements.append(f"DELETE FROM {identifier}")
             done.append("removed every row")
+    if left_out:
+        done.append("left out: " + ", ".join(left_out))
+        if not statements:
+            return IGNORED, "; ".join(done), []
     if not done:
         unchanged = ", ".join(c.detail for c in parsed.changes)
         return UNCHANGED, f"nothing to change in Iceberg ({unchanged})", []
@@ -277,40 +340,76 @@ def check_policy(
     spark: SparkSession,
     catalog: str,
     pipeline: PipelineConfig,
+    decoder: Decoder,
     existing: set[str],
     tables: dict[str, TargetInventory],
     events: list[DdlEvent],
-) -> None:
-    """Mark the events the policy keeps from applying; with ``fail``, refuse the batch.
+) -> PolicyDecision:
+    """Hold each table's batch to its policy before any change: marks the statements it keeps
+    from applying (``ignore``: every clause of a kind it ignores; ``dead-letter``), and returns
+    the tables whose changes wait and those not created.
+
+    The kinds are read from the statements and from the messages: columns an existing table
+    lacks (``add_column``), wider declared types (``widen_type``), a table the mirror lacks
+    (``create_table``). A statement's type change is told a widening or a narrowing by the
+    table's columns before the batch.
 
     Raises:
-        SchemaChangeRefused: the policy is ``fail`` and a statement or a message would change an
-            existing table's schema; nothing has been applied.
+        SchemaChangeRefused: a kind the batch would make is ``fail`` for its table; nothing has
+            been applied.
     """
-    if pipeline.schema_changes == IGNORE:
-        for event in events:
-            event.status, event.detail = IGNORED, "schema_changes: ignore"
-        return
-    if pipeline.schema_changes != FAIL:
-        return
-    problems = [
-        f"{e.target or e.parsed.table}: {' '.join(e.statement.split())[:120]!r}"
-        for e in events
-        if e.changes_schema
-    ]
-    for name, inventory in sorted(tables.items()):
-        if name in existing:
-            have = table_columns(spark, qualified(catalog, pipeline.namespace, name))
-            new = [c for c in inventory.columns if c not in have]
-            if new:
-                problems.append(f"{name}: messages carry new columns {new}")
-    if not problems:
-        return
+    decision = PolicyDecision()
+    problems: list[str] = []
+    by_table: dict[str, list[DdlEvent]] = {}
     for event in events:
-        event.status = REFUSED
-        event.detail = "schema_changes: fail; the batch was stopped before any change"
-    raise SchemaChangeRefused(
-        f"pipeline {pipeline.name!r}: schema_changes is 'fail' and the batch would change "
-        f"table schemas: {'; '.join(problems)}. Nothing was applied; set schema_changes: evolve "
-        "(or ignore) to go on"
-    )
+        by_table.setdefault(event.target, []).append(event)
+    for name in sorted(set(tables) | set(by_table)):
+        policy = pipeline.tables.for_table(name).schema_policy
+        columns: dict[str, str] = {}
+        if name in existing:
+            identifier = qualified(catalog, pipeline.namespace, name)
+            columns = {
+                n: t for n, t in table_columns(spark, identifier).items() if n not in SYSTEM_COLUMNS
+            }
+        found: list[tuple[str, str]] = []  # (action, what), in stream order
+        for event in by_table.get(name, []):
+            statement = repr(" ".join(event.statement.split())[:120])
+            if event.parsed.error is not None:
+                found.append((policy.for_unreadable, f"{statement}, which cannot be read"))
+                continue
+            made = [k for c in event.parsed.changes for k in clause_kinds(c, columns)]
+            found += [(policy[k], f"{k} {statement}") for k in dict.fromkeys(made)]
+            if made and all(policy[k] == IGNORE for k in made):
+                event.status = IGNORED
+                event.detail = "; ".join(policy.says(k) for k in dict.fromkeys(made))
+        inventory = tables.get(name)
+        if inventory is not None and name not in existing:
+            found.append((policy[kinds.CREATE_TABLE], "create_table: messages for a new table"))
+            if policy[kinds.CREATE_TABLE] == IGNORE:
+                decision.not_created[name] = f"not created ({policy.says(kinds.CREATE_TABLE)})"
+        elif inventory is not None:
+            new = [c for c in inventory.columns if c not in columns]
+            if new:
+                found.append((policy[kinds.ADD_COLUMN], f"add_column: messages carry {new}"))
+            wider = declared_widenings(decoder, inventory, columns)
+            if wider:
+                found.append((policy[kinds.WIDEN_TYPE], f"widen_type: messages declare {wider}"))
+        for action, what in found:
+            if action == FAIL:
+                problems.append(f"{name}: {what}")
+            elif action == DEAD_LETTER:
+                decision.held.setdefault(name, f"waits: schema_changes is dead-letter for {what}")
+    if problems:
+        for event in events:
+            event.status = REFUSED
+            event.detail = "schema_changes: fail; the batch was stopped before any change"
+        raise SchemaChangeRefused(
+            f"pipeline {pipeline.name!r}: schema_changes is 'fail' for a change the batch would "
+            f"make: {'; '.join(problems)}. Nothing was applied; set that kind to apply (or "
+            "ignore) to go on"
+        )
+    for name, reason in decision.held.items():
+        for event in by_table.get(name, []):
+            event.status = REFUSED
+            event.detail = f"{reason}; the table's changes of the batch are dead letters"
+    return decision

@@ -17,6 +17,7 @@ from cdc_ingest.schema.design import computed_types, creation, evolve_design
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
 from cdc_ingest.schema.ownership import TableWriter
+from cdc_ingest.schema.policy import SchemaPolicy
 from cdc_ingest.schema.types import widens
 from cdc_ingest.stages import stage
 from cdc_ingest.state.order_migration import STAGED_COLUMN, migrate_stored_order, needs_migration
@@ -32,6 +33,9 @@ from cdc_ingest.state.tables import (
     table_columns,
 )
 from cdc_ingest.table_options import DELETED_COLUMN, HistoryOptions, TableOptions
+
+# Every kind of schema change applied (a narrowing rejected): what ``evolve`` does.
+DEFAULT_POLICY = SchemaPolicy()
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -148,6 +152,27 @@ def _declared(hints: list[TypeHint]) -> tuple[dict[str, ColumnType], ColumnType 
     return declared, default
 
 
+def _wider(stored: str, hinted: ColumnType) -> bool:
+    """Whether the messages declare a wider type than the column has (a DECIMAL's precision went
+    up)."""
+    return hinted.spark_type != stored and widens(stored, hinted.spark_type)
+
+
+def declared_widenings(
+    decoder: Decoder, inventory: TargetInventory, stored: dict[str, str]
+) -> dict[str, str]:
+    """The columns of an existing table (``stored``: name -> type) that the batch's messages
+    declare wider, with the wider type."""
+    hints = [h for h in (decoder.column_types(text) for text in inventory.hints) if h is not None]
+    declared, default = _declared(hints)
+    widened: dict[str, str] = {}
+    for name, stype in stored.items():
+        hinted = declared.get(name) or default
+        if hinted is not None and _wider(stype, hinted):
+            widened[name] = hinted.spark_type
+    return widened
+
+
 def table_properties(spark: SparkSession, identifier: str) -> dict[str, str]:
     """An existing table's properties."""
     rows = spark.sql(f"SHOW TBLPROPERTIES {identifier}").collect()
@@ -176,7 +201,7 @@ def prepare_target(
     inventory: TargetInventory,
     decoder: Decoder,
     inference: TypeInference,
-    evolve: bool = True,
+    policy: SchemaPolicy = DEFAULT_POLICY,
     batch_id: int | None = None,
     options: TableOptions | None = None,
     arrow: ArrowCatalog | None = None,
@@ -188,8 +213,9 @@ def prepare_target(
     A table created here remembers the batch that created it (``CREATED_IN_PROPERTY``), so that
     a resumed batch still reports the tables its first attempt created.
 
-    ``inference`` types columns nothing declares. Without ``evolve`` an existing table
-    keeps its columns: values of columns it lacks are not applied. ``options`` shape the table
+    ``inference`` types columns nothing declares. ``policy`` says whether an existing table
+    takes the columns it lacks (else their values are not applied) and the wider types the
+    messages declare. ``options`` shape the table
     (see :mod:`cdc_ingest.schema.design`); ``arrow`` creates a plain keyed table through pyiceberg
     (``state/arrow_catalog``), with ``defer_creation`` when its first rows are appended (or
     ``arrow.create_pending``): the caller makes sure that happens before Spark needs the table.
@@ -239,12 +265,12 @@ def prepare_target(
     widened: dict[str, str] = {}
     for name, stype in existing.items():
         hinted = declared.get(name) or default
-        if evolve and hinted and hinted.spark_type != stype and widens(stype, hinted.spark_type):
+        if policy.widens_columns and hinted is not None and _wider(stype, hinted):
             # The messages declare a wider type (e.g. a DECIMAL's precision went up).
             widened[name] = hinted.spark_type
             stype = hinted.spark_type
         types[name] = stored_type(stype, hinted)
-    new = [c for c in columns if c not in existing and (evolve or created)]
+    new = [c for c in columns if c not in existing and (policy.adds_columns or created)]
     for name in new:
         if options.type_mapping == "to-string":
             types[name] = stored_type("string", declared.get(name))
@@ -295,7 +321,7 @@ def prepare_target(
                 inventory,
                 decoder,
                 inference,
-                evolve,
+                policy,
                 batch_id,
                 options,
                 writer=writer,

@@ -81,7 +81,7 @@ class RunSummary:
     ddl_applied: int = 0  # of those, statements that changed a table
     ddl_rejected: int = 0  # statements not applied: unreadable, or narrowing a type
     ddl_outcomes: list[str] = field(default_factory=list)  # what became of each, in order
-    ignored_values: int = 0  # changes with columns their table lacks (schema_changes: ignore)
+    ignored_values: int = 0  # changes with columns their table lacks (add_column: ignore)
     # Newest source event time (epoch ms) among the batch's good records, heartbeats included:
     # how fresh the mirror is once this batch is applied.
     freshness_ms: int | None = None
@@ -277,7 +277,7 @@ class RunSummary:
         if self.ignored_values:
             lines.append(
                 f"  {self.ignored_values} changes carried columns their table lacks: those values "
-                "were not applied (schema_changes: ignore)"
+                "were not applied (schema_changes add_column: ignore)"
             )
         if self.deletes_without_table:
             aimed = ", ".join(self.deletes_without_table_tables) or "none yet"
