@@ -246,3 +246,26 @@ def test_history_keeps_every_version_in_source_order(lake, fmt):
     ends = [(r["_cdc_valid_from"], r["_cdc_valid_to"]) for r in history]
     assert ends[0][1] == ends[1][0] and ends[1][1] == ends[2][0] and ends[2][1] is None
     assert ends[3][1] == ends[4][0] == ends[4][1]
+
+
+def test_a_column_the_table_lacks_follows_the_add_column_policy(lake, fmt):
+    """``schema_changes: {add_column: ...}``: ``dead-letter`` holds the table's changes with the
+    reason, ``ignore`` applies them without the column's values and counts them."""
+    options = FORMATS[fmt]["options"]
+    lake.add_pipeline("accounts", fmt, **options, schema_changes={"add_column": "dead-letter"})
+    c = Changes(fmt)
+    lake.land("accounts", "001.json", [c.insert(ALICE, 1000)])
+    lake.run("accounts")
+    lake.land("accounts", "002.json", [c.update(ALICE, {**ALICE, "email": "a@example.com"}, 2000)])
+    held = lake.run("accounts")
+    assert held.tables[TABLE].dead_lettered >= 1 and rows(lake) == [ALICE]
+    assert {x["reason"] for x in lake.dead_letters()} == {
+        f"table {TABLE} waits: schema_changes is dead-letter for add_column: messages carry "
+        "['email']"
+    }
+    lake.add_pipeline("accounts", fmt, **options, schema_changes={"add_column": "ignore"})
+    later = {**ALICE, "balance": 80, "email": "b@example.com"}
+    lake.land("accounts", "003.json", [c.update(ALICE, later, 3000)])
+    ignored = lake.run("accounts")
+    assert rows(lake) == [{**ALICE, "balance": 80}] and "email" not in lake.table(TABLE).columns
+    assert ignored.ignored_values >= 1
