@@ -269,3 +269,24 @@ def test_a_column_the_table_lacks_follows_the_add_column_policy(lake, fmt):
     ignored = lake.run("accounts")
     assert rows(lake) == [{**ALICE, "balance": 80}] and "email" not in lake.table(TABLE).columns
     assert ignored.ignored_values >= 1
+
+
+def test_expectations_drop_or_warn_on_every_format(lake, fmt):
+    rules = {
+        "non_negative": {"check": "balance >= 0", "on_violation": "drop"},
+        "small": {"check": "balance < 1000", "on_violation": "warn"},
+    }
+    options = FORMATS[fmt]["options"]
+    lake.add_pipeline("accounts", fmt, **options, table_options={TABLE: {"expectations": rules}})
+    c = Changes(fmt)
+    negative = {**BOB, "balance": -5}
+    rich = {**ALICE, "balance": 5000}
+    lake.land("accounts", "001.json", [c.insert(ALICE, 1000), c.insert(negative, 1001)])
+    lake.land("accounts", "002.json", [c.update(ALICE, rich, 2000)])
+    s = lake.run("accounts")
+    assert rows(lake) == [rich]
+    assert s.tables[TABLE].dead_lettered == 1
+    assert [x["reason"] for x in lake.dead_letters()] == [
+        "expectation non_negative (balance >= 0) failed"
+    ]
+    assert s.tables[TABLE].expectations["small"] == {"on_violation": "warn", "violations": 1}

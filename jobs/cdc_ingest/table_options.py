@@ -5,8 +5,9 @@
 ``partition_by`` (Iceberg transforms, as Iceberg's Spark DDL spells them), ``sort_by`` (the write
 order), ``properties`` (Iceberg table properties), ``computed_columns`` (a name and a Spark SQL
 expression over the row's source columns), ``deletes``, ``type_mapping``, the history keys
-(``history``, ``history_columns``, ``history_except_columns``, ``history_table``) and
-``schema_changes`` (``schema/policy``). A table's options are the pipeline's
+(``history``, ``history_columns``, ``history_except_columns``, ``history_table``),
+``schema_changes`` (``schema/policy``) and ``expectations`` (named checks of the row images,
+``apply/expectations``). A table's options are the pipeline's
 ``deletes``/``type_mapping``/``schema_changes``, then ``"*"``, then its own entry: a later layer
 replaces a list or a value and adds to a mapping (a string form of ``schema_changes`` sets every
 kind). This module imports no pyspark: Airflow loads
@@ -42,6 +43,7 @@ OPTION_KEYS = (
     "history_except_columns",
     "history_table",
     "schema_changes",
+    "expectations",
 )
 # Keys a pipeline gives for every table of its own, outside table_options.
 PIPELINE_WIDE = ("deletes", "type_mapping", "schema_changes")
@@ -50,6 +52,9 @@ HISTORY_MODES = ("none", "scd2")
 HISTORY_TABLE_DEFAULT = "{table}_history"
 # A layer that names one of these replaces the other (a table's own list wins over "*"'s).
 _TRACKING = ("history_columns", "history_except_columns")
+# What a change that fails an expectation does: applied and counted, dead-lettered, or its
+# table's batch stopped.
+ON_VIOLATION = ("warn", "drop", "fail")
 # The column of a soft-deleted row (``deletes: soft``).
 DELETED_COLUMN = "_cdc_deleted"
 
@@ -127,6 +132,22 @@ class SortField:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """A named check of each inserted or updated row image: a Spark SQL boolean expression over
+    the table's columns (computed ones included). A row is in violation where it is false; null
+    passes, as in a SQL CHECK constraint."""
+
+    name: str
+    check: str
+    on_violation: str = "warn"
+
+    @property
+    def text(self) -> str:
+        """How a reason names it: ``expectation positive_qty (qty > 0)``."""
+        return f"expectation {self.name} ({self.check})"
+
+
+@dataclass(frozen=True)
 class TableOptions:
     """Everything that shapes one mirrored table (the defaults: what every table got before)."""
 
@@ -142,6 +163,8 @@ class TableOptions:
     history_table: str = HISTORY_TABLE_DEFAULT
     # The kinds of schema change given an action (schema/policy); the others as evolve has them.
     schema_changes: dict[str, str] = field(default_factory=dict)
+    # Named checks of the row images, by name (a table's own add to "*"'s, or replace one).
+    expectations: dict[str, Expectation] = field(default_factory=dict)
 
     @property
     def schema_policy(self) -> SchemaPolicy:
@@ -325,6 +348,8 @@ def parse_layer(raw: Any, where: str) -> dict[str, Any]:
                 layer[key] = _column_names(value, key)
             elif key == "history_table":
                 layer[key] = _history_table(value)
+            elif key == "expectations":
+                layer[key] = _expectations(value)
             elif key == "schema_changes":
                 try:
                     layer[key] = parse_schema_changes(value)
@@ -373,6 +398,29 @@ def _template_pattern(template: str) -> re.Pattern[str]:
         literal[0] + "(?P<table>.+)" + literal[1] + "".join("(?P=table)" + p for p in literal[2:]),
         re.IGNORECASE,
     )
+
+
+def _expectations(value: Any) -> dict[str, Expectation]:
+    if not isinstance(value, dict) or not value:
+        raise TableOptionsError(
+            "expectations: expected a mapping of rule name -> {check: <Spark SQL boolean "
+            "expression>, on_violation: warn | drop | fail}"
+        )
+    rules: dict[str, Expectation] = {}
+    for name, rule in value.items():
+        where = f"expectations.{name}"
+        if not re.fullmatch(_NAME, str(name)):
+            raise TableOptionsError(f"{where}: a rule name is letters, digits and _")
+        if isinstance(rule, str):
+            rule = {"check": rule}
+        if not isinstance(rule, dict) or set(rule) - {"check", "on_violation"}:
+            raise TableOptionsError(f"{where}: expected {{check: ..., on_violation: ...}}")
+        check = rule.get("check")
+        if not isinstance(check, str) or not check.strip():
+            raise TableOptionsError(f"{where}.check: expected a Spark SQL boolean expression")
+        action = _choice(rule.get("on_violation", "warn"), f"{where}.on_violation", ON_VIOLATION)
+        rules[str(name)] = Expectation(str(name), " ".join(check.split()), action)
+    return rules
 
 
 def _computed(value: Any) -> dict[str, str]:

@@ -10,7 +10,9 @@ table are part of the name; the same values also go out with ``pipeline`` and ``
 - ``cdc_ingest.<pipeline>.files_pending`` (gauge): landed files still to apply after the batch;
 - ``cdc_ingest.<pipeline>.lines``, ``.dead_lettered``, ``.ddl_rejected`` (counters);
 - ``cdc_ingest.<pipeline>.<table>.inserted``, ``.updated``, ``.deleted``, ``.dead_lettered``
-  (counters), for each table the batch counted.
+  (counters), for each table the batch counted;
+- ``cdc_ingest.<pipeline>.<table>.expectation.<rule>`` (counter): the changes that violated
+  each of the table's expectations (tagged ``rule`` and ``on_violation`` as well).
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ def batch_metrics(
         for field in ("inserted", "updated", "deleted", "dead_lettered"):
             value = float(counts.get(field) or 0)
             found.append(("incr", f"{base}.{table}.{field}", value, table_tags))
+        for rule, counted in sorted((counts.get("expectations") or {}).items()):
+            rule_tags = {**table_tags, "rule": rule, "on_violation": counted["on_violation"]}
+            value = float(counted["violations"])
+            found.append(("incr", f"{base}.{table}.expectation.{rule}", value, rule_tags))
     return found
 
 

@@ -249,6 +249,10 @@ def _batches(rows: list[dict[str, Any]], status: PipelineStatus, now: datetime) 
                 updated=counts.get("updated", 0),
                 deleted=counts.get("deleted", 0),
                 dead_lettered=counts.get("dead_lettered", 0),
+                expectations={
+                    rule: (counted["on_violation"], counted["violations"])
+                    for rule, counted in (counts.get("expectations") or {}).items()
+                },
             )
     status.tables = [tables[name] for name in sorted(tables)]
     newest = max((r["freshness_ms"] for r in rows if r["freshness_ms"] is not None), default=None)

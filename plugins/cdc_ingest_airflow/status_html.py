@@ -78,6 +78,12 @@ def _history(t: TableStatus) -> str:
     return t.history + (" (not yet)" if t.history_rows is None else f" ({t.history_rows} versions)")
 
 
+def _expectations(t: TableStatus) -> str:
+    """Each expectation's violations in the table's last batch: ``positive_qty: 2 (drop)``."""
+    counted = sorted(t.expectations.items())
+    return ", ".join(f"{rule}: {changes} ({action})" for rule, (action, changes) in counted)
+
+
 def _tables(p: PipelineStatus) -> str:
     rows = [
         f'<tr data-table="{escape(t.name)}">'
@@ -91,7 +97,7 @@ def _tables(p: PipelineStatus) -> str:
             t.dead_lettered,
             numeric=6,
         )
-        + _cells(_history(t))
+        + _cells(_history(t), _expectations(t))
         + "</tr>"
         for t in p.tables
     ]
@@ -104,6 +110,7 @@ def _tables(p: PipelineStatus) -> str:
         "deleted",
         "dead letters",
         "history",
+        "expectations",
     )
     return "<h3>Tables</h3>" + _table(columns, rows, "No tables yet.")
 

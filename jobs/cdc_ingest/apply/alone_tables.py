@@ -19,6 +19,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.concurrent_writes import write_each
+from cdc_ingest.apply.expectations import ExpectationFailed
 from cdc_ingest.apply.segmented import TableContext, apply_segment, dead_letters
 from cdc_ingest.schema.evolution import SchemaChangeHeld, ignored_rows
 from cdc_ingest.schema.target import TargetTable
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 # What makes a table's failure its own (the batch's other tables flow): anything else is the
 # catalog's or the engine's, and fails the batch.
-REFUSED = (AnalysisException, TableDesignError)
+REFUSED = (AnalysisException, TableDesignError, ExpectationFailed)
 
 
 @dataclass(frozen=True)
@@ -164,4 +165,5 @@ def refuse_table(
         raise exc
     reason = f"table {name} {why(exc)}"
     letters = dead_letters(changes.where(F.col("_cdc_target") == name), reason, name)
-    return TableSummary(name, dead_lettered=rows), letters
+    counted = exc.counts if isinstance(exc, ExpectationFailed) else {}
+    return TableSummary(name, dead_lettered=rows, expectations=counted), letters

@@ -13,6 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
+from cdc_ingest.apply.expectations import check_expectations
 from cdc_ingest.apply.typed_changes import typed_changes, typing_errors
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.target import TargetTable
@@ -62,6 +63,7 @@ def apply_append_only(
         segment: which of the batch's segments of this table (see ``apply.segmented``).
     """
     typed = typed_changes(changes, target).localCheckpoint(eager=True)
+    expectations = check_expectations(typed, target)
     counts = {
         (r["_cdc_kind"], r["ok"]): r["n"]
         for r in typed.groupBy("_cdc_kind", F.col("_type_error").isNull().alias("ok"))
@@ -75,6 +77,7 @@ def apply_append_only(
         inserted=appended,
         append_only_deletes=skipped,
         dead_lettered=rows - appended - skipped,
+        expectations=expectations,
     )
     part = f"{batch.batch_id}:{segment}"
     if appended and not _already_appended(spark, target, batch, part):

@@ -182,7 +182,9 @@ def apply_all_tables(
                 target, created = _prepare(ctx, base, deferred=True)
                 tombstoned = ctx.tombstone_index.holds(name)
                 # A table that keeps history is applied alone: its history follows its commit.
+                # So is one with expectations: its checks see its columns by their own names.
                 alone_only = name in fan_out or target.history is not None
+                alone_only = alone_only or bool(target.expectations)
                 together = applies_fresh(target, created, tombstoned, rows)
                 if together and not alone_only:
                     fresh.append(FreshTable(target, rows))  # applied below, with the others

@@ -39,6 +39,7 @@ from cdc_ingest.apply.keyed_writes import (
     merge_tombstones,
 )
 from cdc_ingest.apply.soft_deletes import CARRIED_ORDER, carries_values, soft_carried
+from cdc_ingest.apply.expectations import check_expectations
 from cdc_ingest.apply.typed_changes import typed_changes, typing_errors
 from cdc_ingest.apply.update_images import (
     MOVED_COLUMN,
@@ -288,6 +289,7 @@ def apply_table(
     if target.moves_keys:
         changes = with_old_key_deletes(changes, target)
     typed = typed_changes(changes, target)
+    expectations = check_expectations(typed, target)
     unsent = [c for c in target.columns if c not in target.keys]
     usable = typed.where(F.col("_type_error").isNull())
     kept = typed
@@ -327,6 +329,7 @@ def apply_table(
     if target.moves_keys:
         moved = typed.where(F.col(MOVED_COLUMN) & F.col("_type_error").isNull()).count()
     summary = table_summary(target.name, counts, rows, ignored, moved)
+    summary.expectations = expectations
     earlier = None
     if resumed:
         identifiers = [target.identifier, target.tombstones]

@@ -164,6 +164,10 @@ def _add(total: TableSummary, part: TableSummary) -> None:
             setattr(total, f.name, getattr(total, f.name) or value)
         elif isinstance(value, list):
             getattr(total, f.name).extend(value)
+        elif f.name == "expectations":
+            for rule, counted in value.items():
+                held = total.expectations.setdefault(rule, {**counted, "violations": 0})
+                held["violations"] += counted["violations"]
         elif isinstance(value, int):
             setattr(total, f.name, getattr(total, f.name) + value)
         elif value is not None:

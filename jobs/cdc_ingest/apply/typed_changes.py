@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
+from cdc_ingest.apply.expectations import with_dropped_changes
 from cdc_ingest.apply.update_images import KEEP_COLUMN, MOVED_COLUMN
 from cdc_ingest.changes.resolve import BATCH_TEXT
 from cdc_ingest.schema.values import column_error, typed_entry, typed_value
@@ -273,7 +274,7 @@ def typed_changes(changes: DataFrame, target: TargetTable, event_time: bool = Fa
             *(["event_ms AS _cdc_event_ms"] if event_time else []),
         ],
     )
-    return computed_columns(frame, target)
+    return with_dropped_changes(computed_columns(frame, target), target)
 
 
 def computed_columns(typed: DataFrame, target: TargetTable) -> DataFrame:

@@ -32,7 +32,7 @@ from cdc_ingest.state.tables import (
     sql_string,
     table_columns,
 )
-from cdc_ingest.table_options import DELETED_COLUMN, HistoryOptions, TableOptions
+from cdc_ingest.table_options import DELETED_COLUMN, Expectation, HistoryOptions, TableOptions
 
 # Every kind of schema change applied (a narrowing rejected): what ``evolve`` does.
 DEFAULT_POLICY = SchemaPolicy()
@@ -86,6 +86,8 @@ class TargetTable:
     design_changes: tuple[str, ...] = ()
     # Its SCD type 2 history table, if it keeps one (``table_options``' ``history``).
     history: HistoryOptions | None = None
+    # Named checks of its row images (``table_options``' ``expectations``).
+    expectations: tuple[Expectation, ...] = ()
 
     @property
     def written_columns(self) -> list[str]:
@@ -365,6 +367,7 @@ def prepare_target(
         deletes=options.deletes,
         design_changes=tuple(design_changes),
         history=options.history_of(inventory.name),
+        expectations=tuple(options.expectations.values()),
     )
     return target, created
 

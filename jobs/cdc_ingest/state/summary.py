@@ -49,6 +49,8 @@ class TableSummary:
     # and the history table's name (set for a keyless table too, which keeps none).
     history_changes: int = 0
     history_table: str | None = None
+    # Each expectation's violations: rule -> {"on_violation": warn|drop|fail, "violations": n}.
+    expectations: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -324,12 +326,25 @@ class RunSummary:
                 )
             )
             lines += [f"    {name}: {change}" for change in t.design_changes]
+        for name in sorted(self.tables):
+            lines += [f"    {name}: {line}" for line in _expectation_lines(self.tables[name])]
         if self.dead_letter_samples:
             lines.append(
                 f"  dead letters ({self.dead_lettered}, first {len(self.dead_letter_samples)}):"
             )
             lines += [f"    {sample}" for sample in self.dead_letter_samples]
         return "\n".join(lines)
+
+
+def _expectation_lines(table: TableSummary) -> list[str]:
+    """One line per expectation of a table: how many changes violated it, and what became of
+    them."""
+    fates = {"warn": "applied", "drop": "dead-lettered", "fail": "stopped the table's batch"}
+    return [
+        f"expectation {rule}: {counted['violations']} changes violated it"
+        + (f" ({fates[counted['on_violation']]})" if counted["violations"] else "")
+        for rule, counted in sorted(table.expectations.items())
+    ]
 
 
 def _replay_line(replay: dict[str, Any]) -> str:
