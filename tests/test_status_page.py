@@ -142,7 +142,7 @@ def test_page_shows_each_pipeline_in_a_browser(server: ApiServer, filled_lake: L
     assert shop["landing"] == filled_lake.landing("shop").as_uri()
     # orders: 3 live rows (1, 2, 4); batch 2 inserted id 4, updated 2, deleted 3, dead-lettered 5.
     # (No history kept: its cell is empty.)
-    assert page.rows[("shop", "table")] == [["orders", "3", "2", "1", "1", "1", "1", ""]]
+    assert page.rows[("shop", "table")] == [["orders", "3", "2", "1", "1", "1", "1", "", ""]]
     assert filled_lake.table("orders").count() == 3
     # Checkpoints: batches 1 and 2 applied three files; shop-0004.jsonl landed afterwards.
     assert (shop["last-committed-batch"], shop["files-applied"]) == ("2", "3")
@@ -220,6 +220,7 @@ def test_json_endpoint_serves_the_same_data(server: ApiServer) -> None:
             "dead_lettered": 1,
             "history": None,
             "history_rows": None,
+            "expectations": {},
         }
     ]
     assert shop["freshness"] == "2023-11-14T22:15:00+00:00"
