@@ -290,3 +290,19 @@ def test_expectations_drop_or_warn_on_every_format(lake, fmt):
         "expectation non_negative (balance >= 0) failed"
     ]
     assert s.tables[TABLE].expectations["small"] == {"on_violation": "warn", "violations": 1}
+
+
+def test_a_route_sends_the_source_table_to_its_target_with_the_shard_in_columns(lake, fmt):
+    # An Aerospike delete names no set, so no shard: it finds its row only by the source's key.
+    shards_in_key = fmt != "aerospike"
+    route = {"source": rf"(.+\.)?{TABLE}", "table": "ledger", "key_with_source": shards_in_key}
+    lake.add_pipeline("accounts", fmt, **FORMATS[fmt]["options"], routes=[route])
+    c = Changes(fmt)
+    lake.land("accounts", "001.json", [c.insert(ALICE, 1000), c.insert(BOB, 1001)])
+    lake.land("accounts", "002.json", [c.update(ALICE, {**ALICE, "balance": 7}, 2000)])
+    lake.land("accounts", "003.json", [c.delete(BOB, 3000)])
+    s = lake.run("accounts")
+    assert TABLE not in s.tables and s.dead_lettered == 0
+    assert lake.rows("ledger", "id", "owner", "balance") == [{**ALICE, "balance": 7}]
+    [shard] = lake.rows("ledger", "_cdc_source_table")
+    assert shard == {"_cdc_source_table": TABLE}

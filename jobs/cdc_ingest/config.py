@@ -28,6 +28,7 @@ from cdc_ingest.maintenance_config import (
     MaintenanceConfigError,
     parse_maintenance,
 )
+from cdc_ingest.schema.routes import Route, RouteError, parse_routes
 from cdc_ingest.table_options import (
     EVERY_TABLE,
     PipelineTableOptions,
@@ -62,6 +63,7 @@ PIPELINE_KEYS = (
     "file_format",
     "alerts",
     "column_names",
+    "routes",
 )
 TABLE_FILTERS = ("include_tables", "exclude_tables")
 COLUMN_NAME_MODES = ("as-sent", "lowercase")
@@ -95,6 +97,8 @@ class PipelineConfig:
     namespace: str
     envelope: str = "none"
     table: str = "{table}"
+    # Source tables (shards) matched by pattern into one table each, before ``table`` applies.
+    routes: tuple[Route, ...] = ()
     # Regular expressions a source table's name must match whole (include) or not (exclude).
     include_tables: str | None = None
     exclude_tables: str | None = None
@@ -214,6 +218,10 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
                 f"{where}: table template {table!r} uses {{{placeholder}}}; "
                 f"allowed: {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
             )
+    try:
+        routes = parse_routes(raw.get("routes"), where)
+    except RouteError as exc:
+        raise ConfigError(str(exc)) from None
     table_filters = {key: _table_pattern(raw, key, where) for key in TABLE_FILTERS}
     column_names = str(raw.get("column_names", "as-sent"))
     if column_names not in COLUMN_NAME_MODES:
@@ -264,6 +272,7 @@ def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) 
         namespace=namespace,
         envelope=envelope,
         table=table,
+        routes=routes,
         **table_filters,
         column_names=column_names,
         keys=keys,

@@ -31,6 +31,7 @@ from cdc_ingest.apply.commit_notes import (
     earlier_counts,
 )
 from cdc_ingest.apply.concurrent_writes import TOMBSTONE_WRITES
+from cdc_ingest.apply.expectations import check_expectations
 from cdc_ingest.apply.few_keys import rows_of_keys, semi_joined
 from cdc_ingest.apply.keyed_writes import (
     append_target,
@@ -39,7 +40,6 @@ from cdc_ingest.apply.keyed_writes import (
     merge_tombstones,
 )
 from cdc_ingest.apply.soft_deletes import CARRIED_ORDER, carries_values, soft_carried
-from cdc_ingest.apply.expectations import check_expectations
 from cdc_ingest.apply.typed_changes import typed_changes, typing_errors
 from cdc_ingest.apply.update_images import (
     MOVED_COLUMN,

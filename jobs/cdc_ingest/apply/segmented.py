@@ -35,6 +35,7 @@ from cdc_ingest.schema.evolution import (
 )
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
 from cdc_ingest.schema.ownership import TableWriter
+from cdc_ingest.schema.routes import routed_creation
 from cdc_ingest.schema.target import (
     KEYS_PROPERTY,
     SOURCE_DROPPED_PROPERTY,
@@ -207,6 +208,14 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
     """CREATE, RENAME or DROP TABLE."""
     identifier = qualified(ctx.catalog, ctx.namespace, name)
     [change] = [c for c in event.parsed.changes if c.action == table_level(event)]
+    if event.route is not None and change.action != CREATE_TABLE:
+        # One of the source tables a route sends here: the table goes on with the others'.
+        shard = ".".join(event.shard or ())
+        event.status = UNCHANGED
+        event.detail = f"{shard} is one of the source tables routed to {name}: the table is kept"
+        return
+    if event.route is not None:
+        change = routed_creation(change, event.route)
     if change.action == CREATE_TABLE:
         properties = table_properties(ctx.spark, identifier) if name in ctx.existing else {}
         earlier = ddl_note(properties, ctx.batch, event.position) if ctx.resumed else None
@@ -384,7 +393,7 @@ def apply_with_ddl(
             event.status, event.detail = UNCHANGED, "the table was renamed earlier in the batch"
         elif table_level(event):
             _table_statement(ctx, name, event, base.keys)
-            stopped = table_level(event) == RENAME_TABLE
+            stopped = table_level(event) == RENAME_TABLE and event.route is None
             renamed = event.renamed_to
         elif name not in ctx.existing:
             event.status, event.detail = UNCHANGED, "no such table in the mirror yet"

@@ -119,8 +119,9 @@ def cached_columns(
             "_cdc_old_key",
             "_cdc_old_key_values",
             "CASE WHEN _cdc_error IS NOT NULL THEN raw END AS raw",
-            # A statement's table is named with the message's database and schema.
-            f"CASE WHEN _cdc_kind = {literal(DDL)} THEN array(src_db, src_schema) END"
+            # A statement's table is named with the message's database and schema (a statement
+            # naming none is the message's table's).
+            f"CASE WHEN _cdc_kind = {literal(DDL)} THEN array(src_db, src_schema, src_table) END"
             " AS _cdc_ddl_scope",
             IMAGE_SAMPLE,
             f"({unavailable}) AS _cdc_unavailable",

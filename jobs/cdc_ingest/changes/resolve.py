@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from cdc_ingest import ordering, sql_text
 from cdc_ingest.contract import DELETE, DUPLICATE, EXCLUDED, UPSERT
 from cdc_ingest.schema.names import MAX_TABLE_NAME_BYTES, target_name
+from cdc_ingest.schema.routes import keys_with_source, routed_target, with_source_names
 from cdc_ingest.sql_text import literal
 from cdc_ingest.state.lake import OffsetRange
 
@@ -133,7 +134,18 @@ def resolve_changes(
     """
     # Keys and raw key values each get a projection of their own: every later use then reads a
     # column instead of re-evaluating the lookup inside the (interpreted) lambda functions.
-    known = f"coalesce({configured_keys(pipeline)}, key_names)"
+    if pipeline.routes:
+        # A routed row names its shard in columns of its own (schema/routes).
+        decoded = sql_text.select(
+            decoded,
+            [
+                f"{with_source_names(sql_text.name(c), pipeline.routes)} AS {sql_text.name(c)}"
+                if c in ("image", "key_values")
+                else sql_text.name(c)
+                for c in decoded.columns
+            ],
+        )
+    known = keys_with_source(f"coalesce({configured_keys(pipeline)}, key_names)", pipeline.routes)
     if keyless_append_only:
         known = f"coalesce({known}, CAST(array() AS ARRAY<STRING>))"
     first = "element_at(_cdc_keys, 1)"
@@ -168,7 +180,7 @@ def resolve_changes(
     # Equal key values are equal key texts: comparing the values spares rendering the old key's
     # text for every update that keeps its key.
     moved_away = f"({moved} AND NOT (_old_raw_key <=> _raw_key))"
-    target = target_name(pipeline.table)
+    target = routed_target(target_name(pipeline.table), pipeline.routes)
     applied = "_cdc_applied" if "_cdc_applied" in decoded.columns else "false"
     key_error = _key_error(pipeline, target, keyless_append_only)
     error = f"CASE WHEN {applied} THEN NULL ELSE coalesce(read_error, error, {key_error}) END"

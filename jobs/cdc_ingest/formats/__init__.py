@@ -50,6 +50,7 @@ def load_decoder(
     options: dict[str, Any] | None = None,
     bound_table: str | None = None,
     lowercase_columns: bool = False,
+    routed_columns: frozenset[str] = frozenset(),
 ) -> Decoder:
     """An instance of the decoder registered under ``name``.
 
@@ -58,6 +59,7 @@ def load_decoder(
         options: the pipeline's format options, as :mod:`cdc_ingest.formats.options` parsed them.
         bound_table: the pipeline's one target table, if its ``table:`` names one (see Decoder).
         lowercase_columns: column names as their lowercase (``column_names: lowercase``).
+        routed_columns: the columns the pipeline's routes add to rows (schema/routes).
 
     Raises:
         KeyError: for an unregistered name, listing the registered ones.
@@ -76,4 +78,5 @@ def load_decoder(
         ) from exc
     decoder: Decoder = getattr(module, class_name)(options or {}, bound_table)
     decoder.lowercase_columns = lowercase_columns
+    decoder.routed_columns = routed_columns
     return decoder

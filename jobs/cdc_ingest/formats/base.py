@@ -68,6 +68,9 @@ class Decoder(ABC):
         # ``column_names: lowercase``: every column name as its lowercase (Paimon's
         # case-sensitive=false), so that ``ID`` and ``id`` across messages are one column.
         self.lowercase_columns = False
+        # Columns the pipeline's routes add to routed rows (schema/routes): the shard's names,
+        # strings, under names a source column may not take.
+        self.routed_columns: frozenset[str] = frozenset()
 
     def source_table(self, table: Column) -> Column:
         """The message's table name, or the bound table for a message that names none."""

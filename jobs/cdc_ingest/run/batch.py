@@ -299,7 +299,11 @@ def apply(
     lowercase = run.pipeline.column_names == "lowercase"
     events = (
         collect_ddl(
-            batch.cached, run.pipeline.table, lowercase, by_order=run.decoder.statements_apart
+            batch.cached,
+            run.pipeline.table,
+            lowercase,
+            by_order=run.decoder.statements_apart,
+            routes=run.pipeline.routes,
         )
         if summary.ddl_recorded
         else []

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from cdc_ingest.formats import load_decoder
 from cdc_ingest.landing.zones import list_landed
+from cdc_ingest.schema.routes import routed_columns
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.state.checkpoints import CheckpointStore
 from cdc_ingest.state.lake import CheckpointState
@@ -83,6 +84,7 @@ def open_run(
         pipeline.options,
         pipeline.bound_table,
         lowercase_columns=pipeline.column_names == "lowercase",
+        routed_columns=routed_columns(pipeline.routes),
     )
     not_files: dict[str, str] = {}
     listing = list_landed(pipeline.landing, file_format=pipeline.file_format, not_files=not_files)

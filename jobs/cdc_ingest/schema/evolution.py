@@ -39,6 +39,8 @@ from cdc_ingest.schema.ddl_parse import (
 )
 from cdc_ingest.schema.names import render_targets
 from cdc_ingest.schema.policy import APPLY, DEAD_LETTER, FAIL, IGNORE, REJECT, SchemaPolicy
+from cdc_ingest.schema.routes import Route
+from cdc_ingest.sql_text import literal
 from cdc_ingest.schema.target import declared_widenings
 from cdc_ingest.schema.types import widens
 from cdc_ingest.state.tables import SYSTEM_COLUMNS, qualified, quote, table_columns
@@ -93,6 +95,10 @@ class DdlEvent:
     renamed_to: str | None = None  # a RENAME TABLE's new name, as a target table name
     # Its stored ordering value, when statements are placed by it (Decoder.statements_apart).
     order: bytes | None = None
+    # The route that sent its table to ``target``, and the shard it names (db, table): one of
+    # the tables a routed mirror takes the rows of (schema/routes).
+    route: Route | None = None
+    shard: tuple[str, str] | None = None
 
     @property
     def position(self) -> tuple[int, int, int]:
@@ -113,20 +119,25 @@ class DdlEvent:
 
 
 def collect_ddl(
-    cached: DataFrame, template: str, lowercase_names: bool = False, by_order: bool = False
+    cached: DataFrame,
+    template: str,
+    lowercase_names: bool = False,
+    by_order: bool = False,
+    routes: tuple[Route, ...] = (),
 ) -> list[DdlEvent]:
     """The batch's DDL records in stream order, parsed.
 
     The table a statement names decides which mirror it changes (named through the pipeline's
-    ``table`` template with the message's database and schema), not the table the message is
-    filed under: a Canal DDL message on ``t`` may carry ``DROP TABLE t2``. A statement naming no
-    table stays with the message's table.
+    ``table`` template or ``routes`` with the message's database and schema), not the table the
+    message is filed under: a Canal DDL message on ``t`` may carry ``DROP TABLE t2``. A statement
+    naming no table stays with the message's table.
 
     Args:
         cached: the cached batch.
         template: the pipeline's ``table`` template.
         lowercase_names: name columns by their lowercase (``column_names: lowercase``).
         by_order: place statements by their ordering value (``Decoder.statements_apart``).
+        routes: the pipeline's routes.
     """
     rows = (
         cached.where(F.col("_cdc_error").isNull() & (F.col("_cdc_kind") == DDL))
@@ -157,21 +168,25 @@ def collect_ddl(
         )
         if lowercase_names:
             parsed = lowercase_columns(parsed)
-        db, schema = r["_cdc_ddl_scope"] or (None, None)
+        db, schema, message_table = r["_cdc_ddl_scope"] or (None, None, None)
         renamed = [c.new_name for c in parsed.changes if c.action == RENAME_TABLE and c.new_name]
-        named += [(db, schema, parsed.table)] + [(db, schema, n) for n in renamed[:1]]
-        parsed_rows.append((r, statement, parsed, bool(renamed)))
-    names = iter(render_targets(cached.sparkSession, template, named))
+        table = parsed.table if parsed.table is not None else message_table
+        named += [(db, schema, table)] + [(db, schema, n) for n in renamed[:1]]
+        parsed_rows.append((r, statement, parsed, bool(renamed), (db, schema, table)))
+    names = iter(render_targets(cached.sparkSession, template, named, routes))
     events = []
-    for r, statement, parsed, renames in parsed_rows:
-        target = next(names)
+    for r, statement, parsed, renames, source in parsed_rows:
+        target, route = next(names)
         if parsed.table is None:
             target = r["_cdc_target"] or ""
         event = DdlEvent(r[0], r[1], r[2], target, statement, parsed)
+        if route is not None:
+            db, schema, table = source
+            event.route, event.shard = routes[route], (db or schema or "", table or "")
         if by_order:
             event.order = bytes(r["_cdc_order"])
         if renames:
-            event.renamed_to = next(names)
+            event.renamed_to = next(names)[0]
         events.append(event)
     return events
 
@@ -199,7 +214,15 @@ def segment_of(events: list[DdlEvent]) -> Column:
 
 def clause_kinds(change: SchemaChange, columns: dict[str, str]) -> list[str]:
     """The kinds of schema change (``schema/policy``) one clause makes to a table with these
-    columns: none for a clause that changes nothing in Iceberg."""
+    columns: none for a clause that changes nothing in Iceberg (an ADD COLUMN of a column the
+    table has, as every shard of a routed table sends it)."""
+    name = change.column or ""
+    if (change.action == ADD_COLUMN) == (name in columns) and change.action in (
+        ADD_COLUMN,
+        DROP_COLUMN,
+        RENAME_COLUMN,
+    ):
+        return []
     found = {
         ADD_COLUMN: [kinds.ADD_COLUMN],
         DROP_COLUMN: [kinds.DROP_COLUMN],
@@ -209,7 +232,6 @@ def clause_kinds(change: SchemaChange, columns: dict[str, str]) -> list[str]:
         TRUNCATE_TABLE: [kinds.TRUNCATE],
         RENAME_TABLE: [kinds.RENAME_TABLE],
     }.get(change.action, [])
-    name = change.column or ""
     if change.action in (MODIFY_COLUMN, RENAME_COLUMN) and change.column_type and name in columns:
         old, new = columns[name], change.column_type.spark_type
         if old != new:
@@ -308,6 +330,14 @@ def plan_statement(
                 statements.append(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {new}")
                 done.append(f"widened {name} to {new}")
                 columns[name] = new
+        elif change.action == TRUNCATE_TABLE and event.route and event.shard:
+            # One shard of a routed table: its rows only.
+            db_column, table_column = (quote(c) for c in event.route.columns)
+            db, table = (literal(n) for n in event.shard)
+            statements.append(
+                f"DELETE FROM {identifier} WHERE {db_column} = {db} AND {table_column} = {table}"
+            )
+            done.append(f"removed the rows of {'.'.join(event.shard)}")
         elif change.action == TRUNCATE_TABLE:
             statements.append(f"DELETE FROM {identifier}")
             done.append("removed every row")

@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from cdc_ingest import sql_text
+from cdc_ingest.schema.routes import Route, routed_target
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,9 +61,13 @@ def target_name(template: str) -> str:
 
 
 def render_targets(
-    spark: SparkSession, template: str, sources: list[tuple[str | None, str | None, str | None]]
-) -> list[str]:
-    """:func:`target_name` of (db, schema, table) triples, by the same Spark expression.
+    spark: SparkSession,
+    template: str,
+    sources: list[tuple[str | None, str | None, str | None]],
+    routes: tuple[Route, ...] = (),
+) -> list[tuple[str, int | None]]:
+    """The target table of (db, schema, table) triples, by the same Spark expression as rows get
+    it (the first matching route's, else :func:`target_name`), and which route took it.
 
     For names that come from the driver (the table a DDL statement names): one tiny query keeps
     them exactly the names the batch's rows get.
@@ -70,4 +75,7 @@ def render_targets(
     if not sources:
         return []
     frame = spark.createDataFrame(sources, "src_db string, src_schema string, src_table string")
-    return [r[0] for r in sql_text.select(frame, [target_name(template)]).collect()]
+    cases = " ".join(f"WHEN {r.matched} THEN {i}" for i, r in enumerate(routes))
+    route = f"CASE {cases} END" if routes else "CAST(NULL AS INT)"
+    rows = sql_text.select(frame, [routed_target(target_name(template), routes), route]).collect()
+    return [(r[0], r[1]) for r in rows]

@@ -261,7 +261,7 @@ def prepare_target(
             for n, t in stored.items()
             if n not in SYSTEM_COLUMNS and n != DELETED_COLUMN and n not in computed_names
         }
-    refused = refused_columns([*existing, *columns], decoder.own_columns)
+    refused = refused_columns([*existing, *columns], decoder.own_columns | decoder.routed_columns)
     columns = [c for c in columns if c not in refused]
     types: dict[str, ColumnType] = {}
     widened: dict[str, str] = {}
@@ -274,7 +274,7 @@ def prepare_target(
         types[name] = stored_type(stype, hinted)
     new = [c for c in columns if c not in existing and (policy.adds_columns or created)]
     for name in new:
-        if options.type_mapping == "to-string":
+        if options.type_mapping == "to-string" or name in decoder.routed_columns:
             types[name] = stored_type("string", declared.get(name))
         elif name in declared:
             types[name] = declared[name]
