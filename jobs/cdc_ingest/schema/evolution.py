@@ -40,9 +40,9 @@ from cdc_ingest.schema.ddl_parse import (
 from cdc_ingest.schema.names import render_targets
 from cdc_ingest.schema.policy import APPLY, DEAD_LETTER, FAIL, IGNORE, REJECT, SchemaPolicy
 from cdc_ingest.schema.routes import Route
-from cdc_ingest.sql_text import literal
 from cdc_ingest.schema.target import declared_widenings
 from cdc_ingest.schema.types import widens
+from cdc_ingest.sql_text import literal
 from cdc_ingest.state.tables import SYSTEM_COLUMNS, qualified, quote, table_columns
 
 if TYPE_CHECKING:
