@@ -8,7 +8,7 @@ handed to Spark the same way (``landing.reader``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,7 +27,9 @@ def collect_arrow(rows: DataFrame) -> pa.Table:
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    batches = rows._collect_as_arrow()
+    from cdc_ingest import spark_jvm
+
+    batches = spark_jvm.collect_arrow_batches(rows)
     if not batches:
         return to_arrow_schema(rows.schema).empty_table()
     return pa.Table.from_batches(batches)
@@ -41,30 +43,19 @@ def arrow_frame(spark: SparkSession, rows: pa.Table, ddl: str | None = None) -> 
     Arrow schema imports ``distutils``, which setuptools' shim answers by importing setuptools,
     a cost a cold run pays for nothing."""
     import pyarrow as pa
-    from pyspark.sql import DataFrame
-    from pyspark.sql.pandas.serializers import ArrowStreamSerializer
+
+    from cdc_ingest import spark_jvm
 
     fields = [pa.field(f.name, small_offsets(f.type), f.nullable) for f in rows.schema]
     rows = rows.cast(pa.schema(fields)).combine_chunks()
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     if ddl is None:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         schema_json = from_arrow_schema(rows.schema).json()
     else:
-        schema_json = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json()
-
-    def reader(path: str) -> Any:
-        return jvm.PythonSQLUtils.readArrowStreamFromFile(path)
-
-    def server() -> Any:
-        return jvm.ArrowIteratorServer()
-
+        schema_json = spark_jvm.ddl_schema_json(spark, ddl)
     batches = rows.to_batches() or [pa.RecordBatch.from_pylist([], schema=rows.schema)]
-    stream = spark.sparkContext._serialize_to_jvm(batches, ArrowStreamSerializer(), reader, server)
-    frame = jvm.PythonSQLUtils.toDataFrame(stream, schema_json, spark._jsparkSession)
-    return DataFrame(frame, spark)
+    return spark_jvm.arrow_frame(spark, batches, schema_json)
 
 
 def small_offsets(arrow_type: pa.DataType) -> pa.DataType:

@@ -109,17 +109,13 @@ def _link_loaded(spark: Any, log: Path) -> None:
     read them from the jar again; linked here, nearly all of them come from the archive.
     Reflecting on a class's methods links it without running
     its static initializer."""
-    from py4j.protocol import Py4JError
+    from cdc_ingest import spark_jvm
 
-    jvm = spark.sparkContext._jvm
-    loader = jvm.Thread.currentThread().getContextClassLoader()
-    for line in log.read_text().splitlines():
-        fields = line.split("] ", 1)[-1].split(" source: ")
-        if len(fields) == 2 and fields[1].startswith(("file:", "jar:")):
-            try:
-                jvm.java.lang.Class.forName(fields[0], False, loader).getDeclaredMethods()
-            except Py4JError:  # one that cannot link (an optional dependency absent) stays out
-                continue
+    loaded = (line.split("] ", 1)[-1].split(" source: ") for line in log.read_text().splitlines())
+    spark_jvm.link_classes(
+        spark,
+        (f[0] for f in loaded if len(f) == 2 and f[1].startswith(("file:", "jar:"))),
+    )
 
 
 def _batches() -> list[list[str]]:

@@ -258,9 +258,9 @@ def release(frame: DataFrame) -> None:
     A process that runs several batches (the tests, a long-lived driver) would otherwise hold
     every batch's rows until a garbage collection notices them.
     """
-    plan = frame._jdf.queryExecution().analyzed()
-    if plan.getClass().getSimpleName() == "LogicalRDD":
-        plan.rdd().unpersist(False)
+    from cdc_ingest import spark_jvm
+
+    spark_jvm.release_checkpoint(frame)
 
 
 # Spark's exit status for a JVM that an OutOfMemoryError ended (SparkExitCode.OOM): in local mode
@@ -272,8 +272,9 @@ def driver_ran_out_of_memory(spark: SparkSession) -> bool:
     """Whether the session's driver JVM, started by this process, ended out of memory."""
     import subprocess
 
-    gateway = getattr(spark.sparkContext, "_gateway", None)
-    process = getattr(gateway, "proc", None)
+    from cdc_ingest import spark_jvm
+
+    process = spark_jvm.driver_process(spark)
     if process is None:
         return False  # the JVM started this Python (spark-submit): its own status says it
     try:

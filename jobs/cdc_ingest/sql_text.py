@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -58,16 +58,11 @@ def select(frame: DataFrame, expressions: list[str]) -> DataFrame:
     pyspark hands a list to the JVM element by element; the expressions travel instead as one
     string, split on the JVM side.
     """
-    from pyspark.sql import DataFrame
+    from cdc_ingest import spark_jvm
 
-    text = _SEPARATOR.join(expressions)
     if any(_SEPARATOR in expression for expression in expressions):
         return frame.selectExpr(*expressions)
-    separator, to_seq = _jvm_helpers(frame.sparkSession._jvm)
-    # Expressions are never empty, so a split stream (which drops trailing empty strings) keeps
-    # every one.
-    columns = to_seq(separator.splitAsStream(text).toList())
-    return DataFrame(frame._jdf.selectExpr(columns), frame.sparkSession)
+    return spark_jvm.select_split(frame, _SEPARATOR.join(expressions), _SEPARATOR)
 
 
 def with_columns(frame: DataFrame, expressions: list[str]) -> DataFrame:
@@ -82,27 +77,10 @@ def aggregate(frame: DataFrame, keys: list[str], aggregates: list[str]) -> DataF
     """``SELECT keys, aggregates FROM frame GROUP BY keys`` (each key ``expression AS name``), in
     four py4j calls: through a temporary view of a name of its own, dropped once Spark has
     analyzed the query (as pyspark's ``spark.sql`` does with the frames it is given)."""
-    from pyspark.sql import DataFrame
+    from cdc_ingest import spark_jvm
 
-    spark = frame.sparkSession
     view = f"_cdc_aggregated_{uuid.uuid4().hex}"
     frame.createOrReplaceTempView(view)
     positions = ", ".join(str(i + 1) for i in range(len(keys)))
     query = f"SELECT {', '.join([*keys, *aggregates])} FROM {view} GROUP BY {positions}"
-    try:
-        return DataFrame(spark._jsparkSession.sql(query), spark)
-    finally:
-        spark._jsparkSession.catalog().dropTempView(view)
-
-
-# Per JVM (one per process): each py4j lookup of a class or method is a round trip of its own.
-_HELPERS: dict[int, tuple[Any, Any, Any]] = {}
-
-
-def _jvm_helpers(jvm: Any) -> tuple[Any, Any]:
-    """The separator's compiled pattern and ``PythonUtils.toSeq``, looked up once per JVM."""
-    helpers = _HELPERS.get(id(jvm))
-    if helpers is None or helpers[0] is not jvm:
-        pattern = jvm.java.util.regex.Pattern.compile(_SEPARATOR)
-        helpers = _HELPERS[id(jvm)] = (jvm, pattern, jvm.PythonUtils.toSeq)
-    return helpers[1], helpers[2]
+    return spark_jvm.sql_over_view(frame.sparkSession, query, view)

@@ -7,11 +7,9 @@ and the resumed attempt takes them from the table's snapshots. Batch ids count p
 two pipelines may write one table, so a commit is the batch's only if both match.
 
 ``MERGE INTO`` is SQL, which takes no write options: Iceberg's Spark writes add the properties of
-``org.apache.iceberg.spark.CommitMetadata`` (a per-thread map, public only through a Java callback
-API) to every commit of the thread. PySpark runs each Python thread's JVM calls on a thread of its
-own, so the map is set for the duration of the ``with`` block through reflection. If a later
-Iceberg renames it, commits carry no counts and a resumed batch reports its own attempt's
-(``tests/test_batch_counts.py`` says so first).
+``org.apache.iceberg.spark.CommitMetadata`` to every commit of the thread
+(``spark_jvm.iceberg_commit_properties``). If a later Iceberg renames it, commits carry no counts
+and a resumed batch reports its own attempt's (``tests/test_batch_counts.py`` says so first).
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ if TYPE_CHECKING:
 BATCH_PROPERTY = "cdc.batch-id"
 PIPELINE_PROPERTY = "cdc.pipeline"
 COUNTS_PROPERTY = "cdc.counts"
-COMMIT_METADATA = "org.apache.iceberg.spark.CommitMetadata"
 
 
 @dataclass(frozen=True)
@@ -55,51 +52,13 @@ class PipelineBatch:
         )
 
 
-# The holder's thread-local map, per JVM gateway: looked up once, as a batch commits to hundreds
-# of tables and each lookup is several round trips to the JVM.
-# Keyed by the gateway object itself (kept alive here), so that a new JVM never finds an old map.
-_holders: dict[Any, Any] = {}
-
-
-def _thread_properties(spark: SparkSession) -> Any | None:
-    gateway = spark.sparkContext._gateway
-    if gateway not in _holders:
-        _holders[gateway] = _lookup_thread_properties(spark)
-    return _holders[gateway]
-
-
-def _lookup_thread_properties(spark: SparkSession) -> Any | None:
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    try:
-        loader = jvm.Thread.currentThread().getContextClassLoader()
-        holder = jvm.java.lang.Class.forName(
-            "org.apache.iceberg.spark.CommitMetadata", True, loader
-        )
-        field = holder.getDeclaredField("COMMIT_PROPERTIES")
-        field.setAccessible(True)
-        return field.get(None)
-    except Exception:  # another Iceberg: no counts on commits, and nothing breaks
-        return None
-
-
 @contextmanager
 def commit_properties(spark: SparkSession, properties: dict[str, str]) -> Iterator[None]:
     """Add ``properties`` to the snapshot of every Iceberg commit this thread makes in the block."""
-    local = _thread_properties(spark)
-    if local is None:
+    from cdc_ingest import spark_jvm
+
+    with spark_jvm.iceberg_commit_properties(spark, properties):
         yield
-        return
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    values = jvm.java.util.HashMap()
-    for key, value in properties.items():
-        values.put(key, value)
-    local.set(values)
-    try:
-        yield
-    finally:
-        local.remove()
 
 
 def counts_properties(

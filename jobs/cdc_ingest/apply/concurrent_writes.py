@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
+from cdc_ingest import spark_jvm
 from cdc_ingest.stages import stage
 
 if TYPE_CHECKING:
@@ -56,11 +57,7 @@ def write_each(
             except refused as exc:
                 refusals[name(table)] = exc
         return refusals
-    # The caller's local properties (job group, description…), each writer's a copy of its own:
-    # pyspark's inheritable_thread_target hands every thread the same object, so that one
-    # writer's scheduler pool would be every writer's.
-    context = spark.sparkContext._jsc.sc()
-    inherited = context.getLocalProperties().clone()
+    inherited = spark_jvm.LocalProperties(spark)
     slots = threading.local()
     taken = iter(range(WRITERS))
     lock = threading.Lock()
@@ -69,10 +66,8 @@ def write_each(
         if not hasattr(slots, "pool"):
             with lock:
                 slots.pool = f"cdc-ingest-writer-{next(taken)}"
-        properties = inherited.clone()
         # Spark's FIFO scheduler ignores the pool.
-        properties.setProperty(POOL_PROPERTY, slots.pool)
-        context.setLocalProperties(properties)
+        inherited.install({POOL_PROPERTY: slots.pool})
         write(table)
 
     failures: list[BaseException] = []

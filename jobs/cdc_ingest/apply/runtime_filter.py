@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cdc_ingest import spark_jvm
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -68,12 +70,7 @@ def unestimated(frame: DataFrame) -> DataFrame:
     instead of from the plan that computed them. Each read of the result runs ``frame``'s plan
     (the filter's job, then the MERGE): ``frame`` is materialized (a local checkpoint or
     collected rows), so that plan only reads them."""
-    from pyspark.sql import DataFrame as Frame
-
-    spark = frame.sparkSession
-    rows = frame._jdf.queryExecution().toRdd()
-    jdf = spark._jsparkSession.internalCreateDataFrame(rows, frame._jdf.schema(), False)
-    return Frame(jdf, spark)
+    return spark_jvm.unestimated(frame)
 
 
 @contextmanager
@@ -84,7 +81,7 @@ def bloom_filtered(spark: SparkSession, changes: int) -> Iterator[None]:
     Spark also skips the filter where it judges by size that the join is probably a broadcast
     (a table under 10 MB), which a MERGE's never is: the table carries a hint against it, and
     the changes are the preserved side. So no size allows one for the statement."""
-    session = int(spark._jsparkSession.hashCode())  # the JVM session's identity
+    session = spark_jvm.session_identity(spark)
     with _HELD_LOCK:
         _held = _HELD.setdefault(session, _Held())
         if _held.blocks == 0:

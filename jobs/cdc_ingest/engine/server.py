@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from cdc_ingest import spark_jvm
 from cdc_ingest.engine.place import EnginePlace
 from cdc_ingest.engine.protocol import EXIT_RUN_COLD, replies, send
 from cdc_ingest.run_environment import using
@@ -132,9 +133,7 @@ class Engine:
         # The batch's thread runs with its session active: a direct JVM call (Iceberg's
         # Spark3Util, a catalog manager) reads the settings of the thread's active session, not
         # of the session it is given, and would look for the batch's catalog in the engine's.
-        jvm = session.sparkContext._jvm
-        assert jvm is not None
-        jvm.SparkSession.setActiveSession(session._jsparkSession)
+        spark_jvm.activate(session)
         return session
 
     def _redact_in_event_logs(self, conf: dict[str, str]) -> None:
@@ -150,16 +149,15 @@ class Engine:
         from cdc_ingest.spark_session import REDACTION_REGEX
 
         pattern = re.compile(REDACTION_REGEX)
-        jvm_conf = self.base.sparkContext._jsc.sc().conf()
         for name in conf:
-            if pattern.search(name) and name not in self.redacted and not jvm_conf.contains(name):
-                jvm_conf.set(name, "set by each batch")
+            if (
+                pattern.search(name)
+                and name not in self.redacted
+                and spark_jvm.set_application_default(self.base, name, "set by each batch")
+            ):
                 self.redacted.add(name)
 
     def status(self) -> dict[str, Any]:
-        jvm = self.base.sparkContext._jvm
-        assert jvm is not None
-        classes = jvm.java.lang.management.ManagementFactory.getClassLoadingMXBean()
         return {
             "pid": os.getpid(),
             "started": self.started,
@@ -170,7 +168,7 @@ class Engine:
             "master": self.base.sparkContext.master,
             "spark": self.base.version,
             "rss_bytes": _rss_bytes(),
-            "loaded_classes": int(classes.getLoadedClassCount()),
+            "loaded_classes": spark_jvm.loaded_class_count(self.base),
         }
 
 

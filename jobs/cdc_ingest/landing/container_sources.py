@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from cdc_ingest import spark_jvm
 from cdc_ingest.landing.reader import ARROW_BATCH_LINES
 from cdc_ingest.landing.zones import S3Access, read_bytes, s3_client, s3_head
 
@@ -64,14 +65,11 @@ def container_head(uri: str, file_format: str, s3: S3Access | None) -> tuple[Any
 def _local_frame(spark: SparkSession, files: list[tuple[int, str]], file_format: str) -> DataFrame:
     """Local files sharing one writer schema, read by Spark's own source, one file per partition
     (so that a record's row in its partition is its position in its file)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     paths, file_index = [], []
     for idx, uri in files:
         path = unquote(urlparse(uri).path)
         paths.append(path)
-        hadoop_uri = jvm.org.apache.hadoop.fs.Path(jvm.java.io.File(path).toURI()).toUri()
-        file_index += [F.lit(hadoop_uri.toString()), F.lit(idx)]
+        file_index += [F.lit(spark_jvm.hadoop_uri(spark, uri, local_path=path)), F.lit(idx)]
     # Parquet files without a writer schema of their own are read with their columns merged.
     frame = spark.read.format(file_format).option("mergeSchema", "true").load(paths)
     partition_base = F.spark_partition_id().cast("bigint") * (1 << _ROW_BITS)
@@ -93,11 +91,8 @@ def _spark_schema(spark: SparkSession, file_format: str, footer: Any, avro: str 
         from pyspark.sql.pandas.types import from_arrow_schema
 
         return from_arrow_schema(footer.schema.to_arrow_schema())
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None and avro is not None
-    parsed = jvm.org.apache.avro.Schema.Parser().parse(avro)
-    sql_type = jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed).dataType()
-    return T.StructType.fromJson(json.loads(sql_type.json()))
+    assert avro is not None
+    return spark_jvm.avro_sql_type(spark, avro)
 
 
 def _container_batches(

@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdc_ingest import sql_text
+from cdc_ingest import spark_jvm, sql_text
 from cdc_ingest.arrow_frames import arrow_frame
 from cdc_ingest.contract import JSON_MAX_STRING_LENGTH
 from cdc_ingest.landing.zones import LandedFile, S3Access, iter_lines, read_bytes, s3_etag
@@ -199,8 +199,6 @@ def _read_hadoop(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame
     through Spark's text source."""
     for key, setting in ONE_FILE_PER_PARTITION.items():
         spark.conf.set(key, setting)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     paths: list[str] = []
     file_index: list[Column] = []
     for idx, uri in files:
@@ -211,11 +209,11 @@ def _read_hadoop(spark: SparkSession, files: list[tuple[int, str]]) -> DataFrame
         if parsed.scheme in ("", "file"):
             paths.append("file://" + escaped)
             # The scan's _metadata.file_path is the file's URI as Hadoop encodes it.
-            hadoop_uri = jvm.org.apache.hadoop.fs.Path(jvm.java.io.File(path).toURI()).toUri()
+            hadoop_uri = spark_jvm.hadoop_uri(spark, uri, local_path=path)
         else:
             paths.append(f"{parsed.scheme}://{parsed.netloc}{escaped}")
-            hadoop_uri = jvm.org.apache.hadoop.fs.Path(uri).toUri()
-        file_index += [F.lit(hadoop_uri.toString()), F.lit(idx)]
+            hadoop_uri = spark_jvm.hadoop_uri(spark, uri)
+        file_index += [F.lit(hadoop_uri), F.lit(idx)]
     text = spark.read.option("lineSep", "\n").text(paths)
     partition_base = F.spark_partition_id().cast("bigint") * (1 << _ROW_BITS)
     # Numbered right on top of the scan, before any filter, so that every line counts.

@@ -128,13 +128,9 @@ def _paths_struct(paths: tuple[str, ...]) -> tuple[str, list[str]] | None:
 
 def _json_schema(spark: SparkSession, lines: DataFrame) -> T.StructType:
     """The schema Spark's JSON reader infers over a one-column frame of JSON texts, in the JVM."""
-    jvm: Any = spark.sparkContext._jvm
-    texts = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
-    reader = spark._jsparkSession.read().option("maxStringLen", JSON_MAX_STRING_LENGTH)
-    found = reader.json(texts).schema().json()
-    schema = T._parse_datatype_json_string(found)
-    assert isinstance(schema, T.StructType)
-    return schema
+    from cdc_ingest import spark_jvm
+
+    return spark_jvm.json_schema(spark, lines, JSON_MAX_STRING_LENGTH)
 
 
 def _types(schema: T.StructType, wanted: set[str]) -> dict[str, ColumnType]:

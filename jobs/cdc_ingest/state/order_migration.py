@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from cdc_ingest import ordering
+from cdc_ingest import ordering, spark_jvm
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (
     DDL_HISTORY,
     ORDER_COLUMN,
     TOMBSTONES,
     current_snapshot_id,
-    iceberg_catalog_table,
     qualified,
     quote,
     table_columns,
+    unquoted,
 )
 
 if TYPE_CHECKING:
@@ -108,18 +108,14 @@ def _swap_columns(spark: SparkSession, identifier: str, drop: bool) -> None:
     """Drop the list (when ``drop``) and give the binary column its name, in one schema commit
     through Iceberg's API (Spark's ALTER TABLE would make two, with a moment without
     ``_cdc_order`` between them)."""
-    found = iceberg_catalog_table(spark, identifier)
-    if found is None:  # not Iceberg's SparkCatalog: two statements
-        if drop:
-            spark.sql(f"ALTER TABLE {identifier} DROP COLUMN {quote(ORDER_COLUMN)}")
-        spark.sql(
-            f"ALTER TABLE {identifier} RENAME COLUMN {quote(STAGED_COLUMN)} "
-            f"TO {quote(ORDER_COLUMN)}"
-        )
+    catalog, namespace, table = unquoted(identifier)
+    parts = (catalog, namespace, table)
+    if spark_jvm.rename_column_over(spark, parts, STAGED_COLUMN, ORDER_COLUMN, drop):
+        spark.sql(f"REFRESH TABLE {identifier}")
         return
-    iceberg, name = found
-    update = iceberg.loadTable(name).updateSchema()
+    # Not Iceberg's SparkCatalog: two statements.
     if drop:
-        update = update.deleteColumn(ORDER_COLUMN)
-    update.renameColumn(STAGED_COLUMN, ORDER_COLUMN).commit()
-    spark.sql(f"REFRESH TABLE {identifier}")
+        spark.sql(f"ALTER TABLE {identifier} DROP COLUMN {quote(ORDER_COLUMN)}")
+    spark.sql(
+        f"ALTER TABLE {identifier} RENAME COLUMN {quote(STAGED_COLUMN)} TO {quote(ORDER_COLUMN)}"
+    )

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from cdc_ingest import sql_text
+from cdc_ingest import spark_jvm, sql_text
 from cdc_ingest.contract import ColumnType
 
 if TYPE_CHECKING:
@@ -114,7 +113,7 @@ def ensure_system_tables(
     Created through pyiceberg where ``arrow`` can, as Spark's CREATE TABLE makes them: five
     CREATE TABLE statements would be a large part of a small batch's first run.
     """
-    if arrow is not None and arrow.ensure_namespace(namespace, _creation_handles(spark).owner):
+    if arrow is not None and arrow.ensure_namespace(namespace, spark_jvm.current_user(spark)):
         existing = existing_tables(spark, catalog, namespace, arrow)
     else:
         ensure_namespace(spark, catalog, namespace)
@@ -124,7 +123,7 @@ def ensure_system_tables(
             continue
         identifier = qualified(catalog, namespace, name)
         if arrow is not None:
-            stored = {"owner": _creation_handles(spark).owner, **TABLE_PROPERTIES}
+            stored = {"owner": spark_jvm.current_user(spark), **TABLE_PROPERTIES}
             if arrow.create_keyed(identifier, _column_types(columns), (), stored) is not None:
                 continue
         spark.sql(
@@ -198,7 +197,7 @@ def create_target(
         if arrow is not None:
             typed = {n: c.spark_type for n, c in columns.items()}
             typed |= {**(extra_columns or {}), **SYSTEM_COLUMNS}
-            owner = {"owner": _creation_handles(spark).owner}
+            owner = {"owner": spark_jvm.current_user(spark)}
             stored = {**owner, **TABLE_PROPERTIES, **(properties or {})}
             created = arrow.create_keyed(identifier, typed, keys, stored, deferred)
         if created is None:
@@ -224,51 +223,6 @@ def create_target(
     return True
 
 
-# The JVM classes and static methods a table's creation uses, looked up once per JVM gateway (a
-# JVM view resolves every package, class and static method name by a round trip of its own: 55 of
-# the 85 round trips, and about half of the 46 ms CPU, of a creation before they were kept).
-_handles: dict[Any, SimpleNamespace] = {}
-
-
-def _creation_handles(spark: SparkSession) -> SimpleNamespace:
-    gateway = spark.sparkContext._gateway
-    if gateway not in _handles:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        iceberg = jvm.org.apache.iceberg
-        _handles[gateway] = SimpleNamespace(
-            from_ddl=jvm.org.apache.spark.sql.types.StructType.fromDDL,
-            convert=iceberg.spark.SparkSchemaUtil.convert,
-            Schema=iceberg.Schema,
-            HashSet=jvm.java.util.HashSet,
-            HashMap=jvm.java.util.HashMap,
-            String=jvm.String,
-            namespace=iceberg.catalog.Namespace.of,
-            table_identifier=iceberg.catalog.TableIdentifier.of,
-            owner=jvm.org.apache.spark.util.Utils.getCurrentUserName(),
-        )
-    return _handles[gateway]
-
-
-def iceberg_catalog_table(spark: SparkSession, identifier: str) -> tuple[Any, Any] | None:
-    """Iceberg's own catalog behind the Spark catalog of ``identifier`` (a JVM object) and the
-    table's identifier in it, or None when that catalog is not Iceberg's ``SparkCatalog``."""
-    from py4j.protocol import Py4JError
-
-    gateway = spark.sparkContext._gateway
-    assert gateway is not None
-    catalog, namespace, table = unquoted(identifier)
-    try:
-        manager = spark._jsparkSession.sessionState().catalogManager()
-        iceberg = manager.catalog(catalog).icebergCatalog()
-    except Py4JError:
-        return None
-    jvm = _creation_handles(spark)
-    levels = gateway.new_array(jvm.String, 1)
-    levels[0] = namespace
-    return iceberg, jvm.table_identifier(jvm.namespace(levels), table)
-
-
 def _create_with_identifier(
     spark: SparkSession,
     identifier: str,
@@ -278,33 +232,14 @@ def _create_with_identifier(
 ) -> bool | None:
     """CREATE TABLE with the key as identifier fields in one commit, through Iceberg's catalog API:
     what Spark's CREATE TABLE then ALTER TABLE SET IDENTIFIER FIELDS make, for about half their
-    CPU (57 ms instead of 95 measured; a batch may create hundreds of tables). False when the
-    table exists already; None when the catalog is not Iceberg's ``SparkCatalog`` (the caller
-    then uses SQL).
+    CPU (a batch may create hundreds of tables). False when the table exists already; None when
+    the catalog is not Iceberg's ``SparkCatalog`` (the caller then uses SQL).
     """
-    from py4j.protocol import Py4JJavaError
-
-    found = iceberg_catalog_table(spark, identifier)
-    if found is None:
-        return None
-    iceberg, name = found
-    jvm = _creation_handles(spark)
-    converted = jvm.convert(jvm.from_ddl(", ".join(definitions)))
-    fields = jvm.HashSet()
-    for key in keys:
-        fields.add(converted.caseInsensitiveFindField(key).fieldId())
-    schema = jvm.Schema(converted.columns(), fields)
-    values = jvm.HashMap()
+    catalog, namespace, table = unquoted(identifier)
     # Spark's CREATE TABLE names the owner: so does this.
-    for key, value in {"owner": jvm.owner, **TABLE_PROPERTIES, **properties}.items():
-        values.put(key, value)
-    try:
-        iceberg.buildTable(name, schema).withProperties(values).create()
-    except Py4JJavaError as exc:
-        if "AlreadyExistsException" in exc.java_exception.getClass().getName():
-            return False
-        raise
-    return True
+    stored = {"owner": spark_jvm.current_user(spark), **TABLE_PROPERTIES, **properties}
+    parts = (catalog, namespace, table)
+    return spark_jvm.create_iceberg_table(spark, parts, ", ".join(definitions), keys, stored)
 
 
 def unquoted(identifier: str) -> list[str]:
@@ -319,23 +254,14 @@ def add_columns(spark: SparkSession, identifier: str, columns: dict[str, ColumnT
         spark.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({added})")
 
 
-def _iceberg_table(spark: SparkSession, identifier: str) -> Any:
-    """The table as Iceberg's JVM object: loaded from the catalog, no job."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        spark._jsparkSession, identifier
-    )
-
-
 def _current_snapshot(spark: SparkSession, identifier: str) -> Any:
     """The table's current snapshot (a JVM object, or None): loaded from the catalog, no job."""
-    return _iceberg_table(spark, identifier).currentSnapshot()
+    return spark_jvm.iceberg_table(spark, identifier).currentSnapshot()
 
 
 def table_property(spark: SparkSession, identifier: str, key: str) -> str | None:
     """One property of an existing table (None when it has none): no Spark job."""
-    value = _iceberg_table(spark, identifier).properties().get(key)
+    value = spark_jvm.iceberg_table(spark, identifier).properties().get(key)
     return None if value is None else str(value)
 
 
