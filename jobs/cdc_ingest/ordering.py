@@ -35,7 +35,7 @@ def element_sql(value: str) -> str:
 def encoded_sql(values: str, *more: str) -> str:
     """SQL text: an ``array<bigint>`` (text of an expression), then the bigints ``more``, as the
     stored ``binary`` of the list of all of them."""
-    # A cast per element: a tenth of the CPU of hex text. Lists of up to _UNROLLED elements (every
+    # A cast per element, far cheaper than hex text. Lists of up to _UNROLLED elements (every
     # format's: Debezium's has nine) are cast element by element in generated code; longer ones
     # through Spark's higher-order functions, which Spark 3.5 evaluates interpreted, row by row.
     unrolled = " ".join(

@@ -36,8 +36,8 @@ def catalog_conf(catalog: CatalogConfig) -> dict[str, str]:
 HUGE_METHODS_FLAG = "DontCompileHugeMethods"
 # G1 starts a concurrent marking of the old generation whenever a humongous object (a Tungsten
 # page, a sort's pointer array) is allocated above its initiating occupancy, which it adapts
-# down to about what the batch's local checkpoints keep live: in a 1M-change batch, a marking
-# every second or two, and the write barriers' cost in the tasks. A fixed 80% starts
+# down to about what the batch's local checkpoints keep live: in a large batch, markings one
+# after another, and the write barriers' cost in the tasks. A fixed 80% starts
 # one only when the old generation is mostly garbage (docs/performance.md).
 JVM_FLAGS = {
     HUGE_METHODS_FLAG: f"-XX:-{HUGE_METHODS_FLAG}",
@@ -103,8 +103,8 @@ def session_conf(class_archive: Callable[[str], str] = driver_options) -> dict[s
         # Whole-stage code generation fuses a stage into one method; typing more than about 40
         # integer columns (a wide table, a group of tables) grows it past the JVM's 64 KB
         # limit, which Spark's default of 100 fields lets it try: an ERROR with the generated
-        # source, the failed compile's CPU, then the stage unfused anyway. It costs the narrow
-        # benches nothing measurable (docs/performance-history.md).
+        # source, the failed compile's CPU, then the stage unfused anyway; narrow tables do not
+        # reach it.
         "spark.sql.codegen.maxFields": "40",
         # A stage that decodes or types many columns generates methods over HotSpot's limit.
         **{key: JVM_OPTIONS for key in JVM_OPTION_KEYS},
@@ -189,10 +189,9 @@ def sized_for_batch(conf: dict[str, str], planned_bytes: int | None) -> dict[str
 # A warm engine's heap is fixed at its size and touched at start, as long-lived JVM services run
 # theirs (Elasticsearch's defaults do the same). Left to grow, G1 commits more heap while
 # collections are frequent and returns it only after a cycle that a busy engine with little live
-# data rarely needs: over 300 one-line batches its resident size drifted between 1.4 and 2.0 GB
-# with where the sample fell in that cycle. Fixed, the engine's size is known when it starts (a
-# machine that cannot hold it refuses it then, not at the 200th batch) and stays there: 4.9 GB
-# after the 30th batch and 5.0 after the 300th with the default 4g (docs/engine.md).
+# data rarely needs, so its resident size drifts with where a sample falls in that cycle. Fixed,
+# the engine's size is known when it starts (a machine that cannot hold it refuses it then, not
+# hundreds of batches later) and stays there (docs/engine.md).
 PRE_TOUCH = "-XX:+AlwaysPreTouch"
 
 

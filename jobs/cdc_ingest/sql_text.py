@@ -1,9 +1,9 @@
 """Spark expressions written as SQL text, handed to the JVM in one piece.
 
 Building an expression with pyspark's ``Column`` API costs a py4j round trip per node (every
-``F.col``, ``F.lit``, ``&``, ``.when``) and another when Python drops the node's proxy: about
-0.5 ms of CPU each, 4,000 of them in a 10-line batch, most of its cost. A projection written as
-SQL text is parsed by Spark into the same expressions in a few calls, whatever its size.
+``F.col``, ``F.lit``, ``&``, ``.when``) and another when Python drops the node's proxy: thousands
+of them in a small batch, most of its cost. A projection written as SQL text is parsed by Spark
+into the same expressions in a few calls, whatever its size.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 A table's MERGE is a few Spark jobs whose driver work (planning, Iceberg's scan planning and
 commit) leaves the executors idle, and whose small last stages leave cores idle; writes of other
-tables fill them. A batch of 50,000 changes to each of four tables of 1M rows, on 2 cores: the
-writes 2.3 to 2.6 s of wall time at once against 3.5 to 3.9 s one after another, for no more CPU
-(docs/performance-history.md). Each write stays a commit of its own table, with its counts
+tables fill them: writes at once take less wall time than one after another, for no more CPU
+(docs/performance.md, "Decisions"). Each write stays a commit of its own table, with its counts
 (``commit_notes`` keeps them per thread), and a refusal of one table stays that table's. Each
 writer runs its jobs in a scheduler pool of its own (``cdc-ingest-writer-0`` to ``-3``): Spark's
 default FIFO scheduler ignores pools and runs the jobs first come, first served; where a

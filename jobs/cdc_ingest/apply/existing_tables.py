@@ -3,7 +3,7 @@ many tables, then a rewrite or a ``MERGE INTO`` each.
 
 The batch after a topic's first carries changes to the tables that batch created. Done one table at
 a time (``keyed.apply_table``), each pays a typed plan, a collapse shuffle, a join with the table
-and a counting job before its MERGE: about 0.2 of the 0.5 s a small table costs. Here the tables
+and a counting job before its MERGE, a large part of what a small table costs. Here the tables
 whose columns agree and whose key is the same (``existing_groups``) share those: their newest
 change per key is joined once with the union of their keys and orders (small tables' read by
 pyiceberg into one local relation, the others by one SQL statement, so that three hundred tables

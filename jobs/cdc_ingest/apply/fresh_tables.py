@@ -72,8 +72,8 @@ GROUP_COLUMNS = 64
 # Rows collected to the driver at once for pyiceberg's appends: bounded so that a group of many
 # fairly large tables never holds all of its rows in the driver's memory.
 CHUNK_ROWS = 200_000
-# A table with this many changes or more is applied on its own: its own jobs (about half a CPU
-# second) cost less than carrying and sorting its rows with a table name (a few microseconds each).
+# A table with this many changes or more is applied on its own: its own jobs then cost less than
+# carrying and sorting its rows with a table name.
 GROUP_ROWS = 100_000
 TARGET = "_cdc_target"
 

@@ -321,7 +321,7 @@ def apply_table(
     # cache) and with the lineage cut: the MERGE below changes the table this classification
     # read, and a recomputation after it would classify against the new state. Inside the stage:
     # with adaptive execution, even a lazy checkpoint runs the collapse's shuffle when it is
-    # planned (1.4 s of a 1M-change batch, which the stage table showed as "other").
+    # planned, which the stage table would otherwise show as "other".
     with stage("type, collapse, classify"):
         classified = classified.localCheckpoint(eager=False)
         counts = action_counts(classified)[()]

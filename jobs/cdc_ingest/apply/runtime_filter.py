@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 # The filter pays where the table holds at least this many times as many rows as the changes
 # merged: each of the table's rows is then hashed and probed, and each one it drops is not
-# shuffled and sorted (the filter costs about a tenth of what it saves per row).
+# shuffled and sorted (the filter costs far less per row than what it saves).
 LARGER = 4
 # Bits per change in the filter: about 3% false positives (Spark's default for its own sizing).
 BITS_PER_KEY = 8

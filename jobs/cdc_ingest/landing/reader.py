@@ -48,7 +48,7 @@ SMALL_FILE_BYTES = 8 << 20
 TASK_BYTES = 64 << 20
 # Files Python reads that hold at most this many bytes in all (as listed; a gzipped file's
 # compressed size) are read by the driver: a Python worker's start and its Arrow round trips
-# through the JVM cost a 10-line batch a third of its CPU.
+# through the JVM would be a large part of a small batch's CPU.
 DRIVER_BYTES = 4 << 20
 
 

@@ -223,7 +223,7 @@ class TypeInference:
         group = f"concat('\"g', pmod(hash(_cdc_target), {groups}), '\":')"
         # An image that is not an object becomes an empty one, which types nothing. Filtered out
         # instead, its test was pushed below this projection, so every image was cut out of its
-        # message twice (get_json_object runs interpreted: 0.4 of 0.7 s in the bench).
+        # message twice (get_json_object runs interpreted, most of the inference's cost).
         wrapped = sql_text.select(
             sample,
             [

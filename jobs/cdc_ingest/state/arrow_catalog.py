@@ -53,8 +53,8 @@ class ArrowCatalog(SmallTableRewrites):
         self.config = config
         self._catalog: Any = None
         self.available = config.type in _KINDS
-        # Tables this object created, as created: their first append needs no load (4 of the
-        # 20 ms of an append of a few hundred rows).
+        # Tables this object created, as created: their first append needs no load, a fifth of
+        # a small append's cost.
         self._created: dict[tuple[str, str], Any] = {}
         # Tables ``table_facts`` loaded: the classification's read of their keys and orders
         # (``read_columns``) starts from that load instead of loading them again.

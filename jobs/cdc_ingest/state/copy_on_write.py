@@ -20,8 +20,8 @@ def transaction_of(table: Any) -> Any:
     and whose appends merge manifests as Iceberg's Java appends do.
 
     pyiceberg's ``Transaction.table_metadata`` applies every staged update to the table's
-    metadata and deep-copies the result on each read, and an append reads it about 16 times: a
-    quarter of a small table's append (3 to 6 of about 20 ms). Its result depends only on the
+    metadata and deep-copies the result on each read, and an append reads it many times, a large
+    part of a small table's append. Its result depends only on the
     table's metadata and the staged updates, both replaced (never changed in place) when they
     change, and its readers only read it.
     """
@@ -175,8 +175,7 @@ def overwrite(
     The snapshot lists two manifests, its added files' and the record of the files it replaced:
     pyiceberg 0.12's overwrite also carried every earlier rewrite's record along, so a small table
     rewritten each batch gained a manifest a batch, which every read of it opened and no
-    ``maintain`` step removed (after 4 rewrites of 100 tables the fourth cost 2.3 times the
-    first; iceberg-go fixed the same in apache/iceberg-go#1154).
+    ``maintain`` step removed, so each rewrite cost more than the one before.
 
     Raises:
         FilesChanged: the table's files are not those of ``tasks`` any more.

@@ -1,20 +1,18 @@
 """A table created with its first rows: one metadata file and one catalog insert (one for all
 the tables a group of new tables creates).
 
-pyiceberg's create and then append write two metadata files and make two catalog calls, the
-second of which loads the table again to check what the first made; with the appended rows'
-manifests that is about 16 ms of CPU per table, what a batch creating hundreds of small tables
-mostly pays (``apply/fresh_tables``). Written here as one version, the table's first metadata
-already holds the snapshot of its rows, and the catalog registers it in one insert, which fails
-as a create does when another writer made a table of that name first, in less time than a
-create and a first append.
-
-The snapshot is the one pyiceberg's fast append would commit (the same manifest and manifest
-list writers, summary and properties), made by pyiceberg's public writers. Private API: the
-writing of the data files, the staging of a new table's metadata (``_create_staged_table``,
-what pyiceberg's own create writes) and, to register many tables in one transaction, the SQL
-catalog's table row (``IcebergTables``, ``_create_table_row``); pyiceberg is pinned 0.12.*, and
-tests/test_fresh_tables.py would catch a change.
+pyiceberg's create and then append write two metadata files and make two catalog calls, the second
+of which loads the table again to check what the first made; with the appended rows' manifests that
+is most of what a batch creating hundreds of small tables pays (``apply/fresh_tables``). Written
+here as one version, the table's first metadata already holds the snapshot of its rows, and the
+catalog registers it in one insert, which fails as a create does when another writer made a table
+of that name first, in less time than a create and a first append. The snapshot is the one
+pyiceberg's fast append would commit (the same manifest and manifest list writers, summary and
+properties), made by pyiceberg's public writers. Private API: the writing of the data files, the
+staging of a new table's metadata (``_create_staged_table``, what pyiceberg's own create writes)
+and, to register many tables in one transaction, the SQL catalog's table row (``IcebergTables``,
+``_create_table_row``); pyiceberg is pinned 0.12.*, and tests/test_fresh_tables.py would catch a
+change.
 """
 
 from __future__ import annotations
