@@ -15,7 +15,7 @@ from dag_fixtures import APPLICATION, DAG_FILE, REPO, dagbag
 
 @pytest.mark.usefixtures("clean_env")
 def test_one_dag_per_pipeline(config_file: Path) -> None:
-    from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
+    from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
     bag = dagbag()
@@ -93,7 +93,7 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
 
 @pytest.mark.usefixtures("clean_env")
 def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
-    from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
+    from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
     bag = dagbag()
@@ -259,7 +259,7 @@ def test_dag_file_imports_no_pyspark(config_file: Path, airflow_home: Path) -> N
 
 @pytest.mark.usefixtures("clean_env")
 def test_aws_connection_is_not_looked_up_while_parsing(tmp_path: Path) -> None:
-    from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
+    from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 
     config = tmp_path / "s3.yaml"
     config.write_text(
@@ -282,7 +282,8 @@ def test_aws_connection_is_not_looked_up_while_parsing(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("clean_env")
 def test_catalog_connections_are_not_looked_up_while_parsing(tmp_path: Path) -> None:
-    from cdc_ingest_airflow.aws_connection import CatalogConnectionError, IngestSparkSubmitOperator
+    from cdc_ingest_airflow.aws_connection import CatalogConnectionError
+    from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 
     config = tmp_path / "rest.yaml"
     config.write_text(

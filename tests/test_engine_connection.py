@@ -32,8 +32,9 @@ def test_a_named_engine_that_does_not_answer_leaves_the_task_to_spark_submit(
     monkeypatch: pytest.MonkeyPatch, tmp_path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The connection names a directory where no engine runs: the task says so in its log and
-    runs the job by spark-submit (``_ran_on_engine`` False) rather than failing."""
-    from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
+    runs the job by spark-submit (``run_on_engine`` False) rather than failing."""
+    from cdc_ingest_airflow.engine_connection import run_on_engine
+    from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 
     gone = tmp_path / "engine"
     gone.mkdir()
@@ -48,7 +49,7 @@ def test_a_named_engine_that_does_not_answer_leaves_the_task_to_spark_submit(
         application_args=["run", "--config", str(tmp_path / "pipelines.yaml")],
         engine_conn_id="engine_gone",
     )
-    assert task._ran_on_engine({}) is False
+    assert run_on_engine(task.engine_conn_id, task.application_args, {}, task.log) is False
     # Airflow's task logger (structlog) writes to the task's output.
     logged = capsys.readouterr().out
     assert "[warning" in logged

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from cdc_ingest.application.archive_workload import build_archive
 from cdc_ingest.jars import (
     Artifact,
     EnvironmentProblem,
@@ -20,7 +21,7 @@ from cdc_ingest.jars import (
     optional_artifacts,
     resolve,
 )
-from cdc_ingest.jvm_archive import archive_path, build_archive
+from cdc_ingest.jvm_archive import archive_path
 
 
 def artifacts() -> tuple[Artifact, ...]:

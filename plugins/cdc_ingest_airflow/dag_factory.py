@@ -48,7 +48,7 @@ from cdc_ingest.alerts_config import breaches
 from cdc_ingest.config import Config, ConfigError, PipelineConfig, load_config
 from cdc_ingest.run.options import RUN_OPTIONS
 
-from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
+from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 from cdc_ingest_airflow.lake_state import batch_summary, has_work
 from cdc_ingest_airflow.maintenance_dag import build_maintenance_dag
 from cdc_ingest_airflow.spark_job import (

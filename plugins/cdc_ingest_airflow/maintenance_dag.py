@@ -23,7 +23,7 @@ from airflow.sdk import DAG
 from cdc_ingest.config import Config, PipelineConfig
 from cdc_ingest.maintenance_config import format_duration
 
-from cdc_ingest_airflow.aws_connection import IngestSparkSubmitOperator
+from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 from cdc_ingest_airflow.spark_job import (
     JARS_MACRO,
     START_DATE,

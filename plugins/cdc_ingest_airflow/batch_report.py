@@ -1,0 +1,34 @@
+"""What the ingest task reports once its batch is applied: the batch's summary (read back from
+``_cdc_batches`` with pyiceberg), one asset event per table the batch changed, and the batch's
+metrics through Airflow's metrics client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdc_ingest.config import load_config
+
+from cdc_ingest_airflow.assets import emit_table_events
+from cdc_ingest_airflow.lake_state import batch_snapshots, batch_summary, pending
+from cdc_ingest_airflow.metrics import send_batch_metrics
+
+
+def report_batch(
+    context: Any, config_path: str, pipeline_name: str, catalog: str, namespace: str, log: Any
+) -> dict[str, Any]:
+    """Report the batch of this task's run (``context``'s run id); returns its summary."""
+    summary = batch_summary(config_path, pipeline_name, context["run_id"], dry_run=False)
+    try:
+        snapshots = batch_snapshots(config_path, summary)
+    except Exception as exc:  # the batch is applied: its events go out without them
+        log.warning("the batch's snapshots could not be read: %s", exc)
+        snapshots = {}
+    uris = emit_table_events(
+        context["outlet_events"], pipeline_name, catalog, namespace, summary, snapshots
+    )
+    log.info("asset events: %s", ", ".join(uris) or "none (no table changed)")
+    if summary.get("batch_id") is not None:
+        waiting = pending(load_config(config_path), pipeline_name)
+        sent = send_batch_metrics(summary, len(waiting.files))
+        log.info("metrics: %d sent through Airflow's metrics client", sent)
+    return summary
