@@ -46,7 +46,7 @@ $(JARS_STAMP): $(STAMP) jobs/cdc_ingest/jars.py tests/rest_catalog_server.py tes
 	$(BIN)/python tests/debezium_lander.py
 	touch $(JARS_STAMP)
 
-$(ARCHIVE_STAMP): $(JARS_STAMP) jobs/cdc_ingest/jvm_archive.py jobs/cdc_ingest/application/archive_workload.py
+$(ARCHIVE_STAMP): $(JARS_STAMP) jobs/cdc_ingest/jvm_archive.py jobs/cdc_ingest/archive_workload.py
 	$(BIN)/cdc-ingest setup
 	touch $(ARCHIVE_STAMP)
 
@@ -89,6 +89,7 @@ MYPY_TESTS := MYPYPATH=jobs:plugins $(BIN)/mypy --config-file '' --python-versio
 
 lint: install
 	$(BIN)/ruff check jobs plugins dags tests scripts
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(MYPY_TESTS) tests scripts
 

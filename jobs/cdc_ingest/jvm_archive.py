@@ -5,7 +5,7 @@ drivers) before it reads a line. HotSpot can map them from an archive a previous
 exit instead (dynamic AppCDS, ``-XX:ArchiveClassesAtExit``), which roughly halves what a cold
 session spends before its first batch.
 
-``cdc-ingest setup`` builds it (``cdc_ingest.application.archive_workload``): a small pipeline
+``cdc-ingest setup`` builds it (``cdc_ingest.archive_workload``): a small pipeline
 (created table, update, delete, DDL) runs once in a JVM that writes the archive at exit, so that
 the classes a batch uses are in it (linked first: an archive holds only linked classes). This
 module is what every driver needs of it: every driver the job

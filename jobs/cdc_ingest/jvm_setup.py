@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from cdc_ingest.application.archive_workload import build_archive
+from cdc_ingest.archive_workload import build_archive
 from cdc_ingest.jars import (
     Artifact,
     EnvironmentProblem,

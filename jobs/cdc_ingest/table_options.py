@@ -6,7 +6,7 @@
 order), ``properties`` (Iceberg table properties), ``computed_columns`` (a name and a Spark SQL
 expression over the row's source columns), ``deletes``, ``type_mapping``, the history keys
 (``history``, ``history_columns``, ``history_except_columns``, ``history_table``),
-``schema_changes`` (``schema/policy``) and ``expectations`` (named checks of the row images,
+``schema_changes`` (``schema_policy``) and ``expectations`` (named checks of the row images,
 ``apply/expectations``). A table's options are the pipeline's
 ``deletes``/``type_mapping``/``schema_changes``, then ``"*"``, then its own entry: a later layer
 replaces a list or a value and adds to a mapping (a string form of ``schema_changes`` sets every
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_ingest.iceberg_properties import PropertyError, validate_property
-from cdc_ingest.schema.policy import (
+from cdc_ingest.schema_policy import (
     SchemaPolicy,
     SchemaPolicyError,
     parse_schema_changes,
@@ -161,7 +161,7 @@ class TableOptions:
     history_columns: tuple[str, ...] | None = None
     history_except_columns: tuple[str, ...] = ()
     history_table: str = HISTORY_TABLE_DEFAULT
-    # The kinds of schema change given an action (schema/policy); the others as evolve has them.
+    # The kinds of schema change given an action (schema_policy); the others as evolve has them.
     schema_changes: dict[str, str] = field(default_factory=dict)
     # Named checks of the row images, by name (a table's own add to "*"'s, or replace one).
     expectations: dict[str, Expectation] = field(default_factory=dict)

@@ -4,7 +4,7 @@ A table whose batch holds DDL is applied in segments: the changes before the fir
 the old schema, then the statement, then the changes up to the next one, and so on. A statement is
 applied whole or not at all: one the parser cannot read, or one that would narrow a column's type,
 changes nothing and is reported (summary, ``_cdc_ddl_history``, task log). The table's
-``schema_changes`` policy (``schema/policy``) decides, per kind of change, the rest: before any
+``schema_changes`` policy (``schema_policy``) decides, per kind of change, the rest: before any
 change the batch is checked against it (:func:`check_policy`), and a statement's clauses of a
 kind it ignores are left out as the statement is planned (:func:`plan_statement`).
 """
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_ingest import schema_policy as kinds
 from cdc_ingest.contract import DDL
-from cdc_ingest.schema import policy as kinds
 from cdc_ingest.schema.ddl_parse import (
     ADD_COLUMN,
     CREATE_TABLE,
@@ -38,10 +38,10 @@ from cdc_ingest.schema.ddl_parse import (
     parse_ddl,
 )
 from cdc_ingest.schema.names import render_targets
-from cdc_ingest.schema.policy import APPLY, DEAD_LETTER, FAIL, IGNORE, REJECT, SchemaPolicy
 from cdc_ingest.schema.routes import Route
 from cdc_ingest.schema.target import declared_widenings
 from cdc_ingest.schema.types import widens
+from cdc_ingest.schema_policy import APPLY, DEAD_LETTER, FAIL, IGNORE, REJECT, SchemaPolicy
 from cdc_ingest.sql_text import literal
 from cdc_ingest.state.tables import SYSTEM_COLUMNS, qualified, quote, table_columns
 
@@ -213,7 +213,7 @@ def segment_of(events: list[DdlEvent]) -> Column:
 
 
 def clause_kinds(change: SchemaChange, columns: dict[str, str]) -> list[str]:
-    """The kinds of schema change (``schema/policy``) one clause makes to a table with these
+    """The kinds of schema change (``schema_policy``) one clause makes to a table with these
     columns: none for a clause that changes nothing in Iceberg (an ADD COLUMN of a column the
     table has, as every shard of a routed table sends it)."""
     name = change.column or ""

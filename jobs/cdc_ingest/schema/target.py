@@ -17,8 +17,8 @@ from cdc_ingest.schema.design import computed_types, creation, evolve_design
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
 from cdc_ingest.schema.ownership import TableWriter
-from cdc_ingest.schema.policy import SchemaPolicy
 from cdc_ingest.schema.types import widens
+from cdc_ingest.schema_policy import SchemaPolicy
 from cdc_ingest.stages import stage
 from cdc_ingest.state.order_migration import STAGED_COLUMN, migrate_stored_order, needs_migration
 from cdc_ingest.state.tables import (

@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from cdc_ingest.config import CatalogConfig
+from cdc_ingest.catalog.config import CatalogConfig
 
 POLL_SECONDS = 0.5
 
