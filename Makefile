@@ -75,7 +75,7 @@ system-deps:
 	@test -x $(CHROMIUM) || { echo "missing $(CHROMIUM): apt-get install chromium"; exit 1; }
 
 demo: install
-	$(BIN)/python scripts/demo.py
+	$(BIN)/python -m scripts.demo
 
 # Tests and scripts: strict mypy minus the rules that demand annotations, so an import of a name
 # another test module no longer has fails here rather than when CI collects the tests.
@@ -111,13 +111,13 @@ BENCH_RESULTS = bench-data/results-spark$(SPARK_LINE).jsonl
 
 bench: install
 	rm -f $(BENCH_RESULTS)
-	$(BIN)/python scripts/bench.py --results $(BENCH_RESULTS) $(if $(QUICK),--messages 100000 --workdir bench-data/quick)
-	$(BIN)/python scripts/bench_shapes.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
-	$(BIN)/python scripts/bench_wide.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
-	$(BIN)/python scripts/bench_steady.py --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
-	$(BIN)/python scripts/bench_airflow.py --results $(BENCH_RESULTS) --workdir bench-data/airflow $(if $(QUICK),--quick)
-	$(BIN)/python scripts/bench_fleet.py --results $(BENCH_RESULTS)
-	$(BIN)/python scripts/bench_table.py $(BENCH_RESULTS)
+	$(BIN)/python -m scripts.benchmarks.bench --results $(BENCH_RESULTS) $(if $(QUICK),--messages 100000 --workdir bench-data/quick)
+	$(BIN)/python -m scripts.benchmarks.bench_shapes --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
+	$(BIN)/python -m scripts.benchmarks.bench_wide --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
+	$(BIN)/python -m scripts.benchmarks.bench_steady --results $(BENCH_RESULTS) $(if $(QUICK),--quick)
+	$(BIN)/python -m scripts.benchmarks.bench_airflow --results $(BENCH_RESULTS) --workdir bench-data/airflow $(if $(QUICK),--quick)
+	$(BIN)/python -m scripts.benchmarks.bench_fleet --results $(BENCH_RESULTS)
+	$(BIN)/python -m scripts.benchmarks.bench_table $(BENCH_RESULTS)
 
 clean:
 	rm -rf demo bench-data .pytest_cache .mypy_cache .ruff_cache

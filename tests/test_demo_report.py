@@ -6,9 +6,9 @@ import sys
 
 from conftest import REPO
 
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO))
 
-from demo_report import aligned, batch_totals
+from scripts.demo.report import aligned, batch_totals
 
 
 def test_columns_are_padded_and_numbers_right_aligned() -> None:

@@ -49,7 +49,8 @@ def test_a_named_engine_that_does_not_answer_leaves_the_task_to_spark_submit(
         application_args=["run", "--config", str(tmp_path / "pipelines.yaml")],
         engine_conn_id="engine_gone",
     )
-    assert run_on_engine(task.engine_conn_id, task.application_args, {}, task.log) is False
+    args = list(task.application_args or [])
+    assert run_on_engine(task.engine_conn_id, args, {}, task.log) is False
     # Airflow's task logger (structlog) writes to the task's output.
     logged = capsys.readouterr().out
     assert "[warning" in logged

@@ -9,8 +9,8 @@ from typing import Any
 
 from cdc_ingest.stages import StageTimings, recording, stage
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from bench_phases import render_phases
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scripts.benchmarks.bench_phases import render_phases
 
 
 def test_nested_stages_are_recorded_under_their_path() -> None:

@@ -24,14 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "jobs"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cdc_ingest.jars import Artifact, jars_dir, job_jars, resolve  # noqa: E402
 
-from bench_data import DEFAULT_SEED, prepare_data  # noqa: E402
-from bench_phases import tree_cpu_seconds  # noqa: E402
+from scripts.benchmarks.bench_data import DEFAULT_SEED, prepare_data  # noqa: E402
+from scripts.benchmarks.bench_phases import tree_cpu_seconds  # noqa: E402
 
 HADOOP_AWS = (
     Artifact("org.apache.hadoop", "hadoop-aws", "3.3.4"),

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_references import hand_scd2, write_properties
-from bench_table import Shape
+from scripts.benchmarks.bench_references import hand_scd2, write_properties
+from scripts.benchmarks.bench_table import Shape
 
 HISTORIED, HISTORIED_NAMESPACE = "historied", "shop_history"
 # Batch ids and sources times of the seeded versions: as the seed's INSERT, before any batch.

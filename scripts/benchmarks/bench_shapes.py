@@ -1,6 +1,6 @@
 """The shapes real streams have, each a CPU ratio measured in the same run (``make bench``).
 
-    .venv/bin/python scripts/bench_shapes.py [--quick] [--workdir DIR]
+    .venv/bin/python -m scripts.benchmarks.bench_shapes [--quick] [--workdir DIR]
 
 - **many tables**: the same changes (inserts, then updates of half the keys) in 300 tables
   against one table; target at most 1.5x.
@@ -39,14 +39,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-from bench_engine import add_route_argument, batches_for  # noqa: E402
-from bench_table import Shape, save, table  # noqa: E402
+from scripts.benchmarks.bench_engine import add_route_argument, batches_for  # noqa: E402
+from scripts.benchmarks.bench_table import Shape, save, table  # noqa: E402
 
 
 def _change(table: str, op: str, key: int, version: int, ts: int) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from cdc_ingest.config import load_config
 from cdc_ingest.state.summary import RunSummary
 
-from bench_phases import tree_cpu_seconds
+from scripts.benchmarks.bench_phases import tree_cpu_seconds
 
 if TYPE_CHECKING:
     from cdc_ingest.stages import StageTimings

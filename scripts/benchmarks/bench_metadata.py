@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_table import Shape
+from scripts.benchmarks.bench_table import Shape
 
 # What "bounded" means after maintain, per table, besides the retained snapshots: a handful of
 # data files and of manifests listing live files.

@@ -1,6 +1,6 @@
 """Steady state: changes into a mirror that already holds rows, then a long run of micro-batches.
 
-    .venv/bin/python scripts/bench_steady.py [--quick] [--only history] [--workdir DIR]
+    .venv/bin/python -m scripts.benchmarks.bench_steady [--quick] [--only history] [--workdir DIR]
 
 In one Spark session, each number the CPU seconds of the whole process tree, each measured on a
 warm JVM (the batch after two warm-up batches, each Spark reference after an uncounted run of its
@@ -41,26 +41,25 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cdc_ingest import ordering  # noqa: E402
 from cdc_ingest.config import load_config  # noqa: E402
 
-from bench_engine import SessionBatches, add_route_argument, batches_for  # noqa: E402
-from bench_history import historied_pipeline, history_shapes  # noqa: E402
-from bench_metadata import after_maintain, namespace_metadata  # noqa: E402
-from bench_phases import render_phases  # noqa: E402
-from bench_references import (  # noqa: E402
+from scripts.benchmarks.bench_engine import SessionBatches, add_route_argument, batches_for  # noqa: E402
+from scripts.benchmarks.bench_history import historied_pipeline, history_shapes  # noqa: E402
+from scripts.benchmarks.bench_metadata import after_maintain, namespace_metadata  # noqa: E402
+from scripts.benchmarks.bench_phases import render_phases  # noqa: E402
+from scripts.benchmarks.bench_references import (  # noqa: E402
     hand_merge,
     parse_baseline,
     pyiceberg_upsert,
     seed_hand_tables,
 )
-from bench_steady_data import TABLE, change, land, steady_changes  # noqa: E402
-from bench_table import Shape, save, table  # noqa: E402
+from scripts.benchmarks.bench_steady_data import TABLE, change, land, steady_changes  # noqa: E402
+from scripts.benchmarks.bench_table import Shape, save, table  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import Callable

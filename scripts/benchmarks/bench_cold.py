@@ -1,6 +1,6 @@
 """One-line batches of a Canal pipeline, each a new landed file, and what a process costs them:
 ``timed`` (a command's whole process tree), ``cold`` (a run with no engine against bare Spark
-sessions). Shared by ``bench_airflow.py``, ``bench_fleet.py`` and ``spike_engine.py``.
+sessions). Shared by ``bench_airflow.py`` and ``bench_fleet.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
 

@@ -1,6 +1,6 @@
 """A wide table against a narrow one, each a CPU ratio measured in the same run (``make bench``).
 
-    .venv/bin/python scripts/bench_wide.py [--quick] [--workdir DIR] [--in-process]
+    .venv/bin/python -m scripts.benchmarks.bench_wide [--quick] [--workdir DIR] [--in-process]
 
 - **wide table**: a 1-line update into an existing table of 1,000 columns (half of them numbers,
   half text, as Debezium images carry every column) against the same into a table of 10 columns
@@ -23,14 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_engine import EngineBatches, SessionBatches, add_route_argument  # noqa: E402
-from bench_shapes import Runner, land, write_config  # noqa: E402
-from bench_table import Shape, save, table  # noqa: E402
+from scripts.benchmarks.bench_engine import EngineBatches, SessionBatches, add_route_argument  # noqa: E402
+from scripts.benchmarks.bench_shapes import Runner, land, write_config  # noqa: E402
+from scripts.benchmarks.bench_table import Shape, save, table  # noqa: E402
 
 ROWS = 200
 RUNS = 5

@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from demo_pipelines import DOWNSTREAM_TABLE, PIPELINES
-from demo_report import report
+from scripts.demo.pipelines import DOWNSTREAM_TABLE, PIPELINES
+from scripts.demo.report import report
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "demo"
 LOGS = DEMO / "logs"
 FIXTURES = REPO / "tests" / "fixtures"

@@ -1,6 +1,6 @@
 """Throughput benchmark: cdc-ingest end to end against a bare Spark JSON parse of the same files.
 
-    .venv/bin/python scripts/bench.py [--messages N] [--files F] [--workdir DIR] [--repeat R]
+    python -m scripts.benchmarks.bench [--messages N] [--files F] [--workdir DIR] [--repeat R]
 
 Generates N Lindorm (Debezium envelope) messages for one ``customers`` table under
 ``<workdir>/landing/`` (deterministic; reused when ``<workdir>/manifest.json`` matches), then times
@@ -32,18 +32,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "jobs") not in sys.path:
     sys.path.insert(0, str(REPO / "jobs"))
 
 from cdc_ingest.config import load_config  # noqa: E402
 from cdc_ingest.state.summary import RunSummary  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_data import DEFAULT_SEED, Expected, prepare_data  # noqa: E402
-from bench_engine import Batch, EngineBatches, SessionBatches, add_route_argument, batches_for  # noqa: E402
-from bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
-from bench_table import Shape, save  # noqa: E402
+from scripts.benchmarks.bench_data import DEFAULT_SEED, Expected, prepare_data  # noqa: E402
+from scripts.benchmarks.bench_engine import (  # noqa: E402
+    Batch,
+    EngineBatches,
+    SessionBatches,
+    add_route_argument,
+    batches_for,
+)
+from scripts.benchmarks.bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
+from scripts.benchmarks.bench_table import Shape, save  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

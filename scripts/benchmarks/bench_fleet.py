@@ -19,14 +19,12 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripts.benchmarks.bench_cold import canal_line
+from scripts.benchmarks.bench_phases import tree_cpu_seconds
+from scripts.benchmarks.bench_table import Shape, save, table
+from scripts.demo.run import answers, free_port, wait_for
 
-from bench_cold import canal_line
-from bench_phases import tree_cpu_seconds
-from bench_table import Shape, save, table
-from demo import answers, free_port, wait_for
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PIPELINES = 20
 DEADLINE_S = 300

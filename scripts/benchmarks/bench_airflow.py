@@ -24,13 +24,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripts.benchmarks.bench_cold import Lines, cold, timed, write_config
+from scripts.benchmarks.bench_phases import tree_cpu_seconds
+from scripts.benchmarks.bench_table import Shape, save, table
 
-from bench_cold import Lines, cold, timed, write_config
-from bench_phases import tree_cpu_seconds
-from bench_table import Shape, save, table
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CLI = str(BIN / "cdc-ingest")
 

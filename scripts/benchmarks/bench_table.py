@@ -1,7 +1,7 @@
 """The one table ``make bench`` ends with: every scenario, its ratio, its target, met or not.
 
 Each bench script appends its scenarios to a results file (``--results``, JSON lines) as it
-finishes; ``python scripts/bench_table.py FILE`` prints them together.
+finishes; ``python -m scripts.benchmarks.bench_table FILE`` prints them together.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench_phases import tree_cpu_seconds
+from scripts.benchmarks.bench_phases import tree_cpu_seconds
 
 if TYPE_CHECKING:
     from cdc_ingest.config import CatalogConfig

@@ -1,0 +1,1 @@
+"""`make demo`: every format's DAG through Airflow, a downstream DAG, then a summary."""
