@@ -1,6 +1,6 @@
 """A batch's bookkeeping (its plan and commit in ``_cdc_checkpoints``, its row of
 ``_cdc_batches``) is read and written by pyiceberg where the catalog allows
-(``state/arrow_catalog.py``): a few rows each, for which a Spark job would cost more than a small
+(``snapshots``): a few rows each, for which a Spark job would cost more than a small
 batch's rows. What the rows and commits say is the same either way."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_a_batch_is_planned_committed_and_recorded_without_a_spark_job(lake):
 
 @pytest.mark.parametrize("lake", [JDBC_FILE, REST_S3], indirect=True)
 def test_system_tables_are_created_through_pyiceberg_as_spark_creates_them(lake, monkeypatch):
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.tables import SYSTEM_TABLES, ensure_system_tables
 
     created: list[str] = []
@@ -136,7 +136,7 @@ def test_a_small_batch_into_a_small_table_asks_spark_nothing_of_the_catalog(lake
 
 def test_a_namespace_created_by_pyiceberg_is_one_spark_would_create(lake, monkeypatch):
     from cdc_ingest.config import load_config
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.tables import SYSTEM_TABLES, ensure_namespace
 
     lake.add_pipeline("shop", "canal-json")

@@ -109,7 +109,7 @@ def test_a_row_another_writer_changed_is_kept_when_tables_are_classified_togethe
 def test_a_commit_while_a_small_table_is_rewritten_sends_it_to_the_guarded_merge(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdc_ingest.state import copy_on_write
+    from cdc_ingest.snapshots import copy_on_write
 
     _two_tables_and_their_updates(lake)
     # The other writer commits after the rewrite read the table, before its commit: pyiceberg's
@@ -139,7 +139,7 @@ def test_a_commit_while_a_small_table_is_rewritten_sends_it_to_the_guarded_merge
 def test_a_commit_between_a_tables_preparation_and_its_classification_is_kept(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
 
     _two_tables_and_their_updates(lake)
     # The classification reads the table as its preparation loaded it, before this commit: the
@@ -206,7 +206,7 @@ def _another_writer_inserts_order_3(lake: Lake) -> None:
 
 def _two_tables_and_their_updates(lake: Lake) -> None:
     """Two tables holding rows, and a landed batch updating both: the batch classifies them in one
-    job (existing_tables.py) and rewrites them through pyiceberg (state/copy_on_write.py)."""
+    job (existing_tables.py) and rewrites them through pyiceberg (snapshots/copy_on_write.py)."""
     lake.add_pipeline("shop", "canal-json")
     lake.land(
         "shop",

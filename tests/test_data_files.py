@@ -1,4 +1,4 @@
-"""A small table's rows written by ``state/data_files.py`` make the file and the data-file entry
+"""A small table's rows written by ``snapshots/data_files.py`` make the file and the data-file entry
 pyiceberg's own writer makes (``_dataframe_to_data_files``), for every table after the first
 too; what that module does not lay out itself is written by pyiceberg."""
 
@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from cdc_ingest.state import data_files
-from cdc_ingest.state.data_files import write_data_files
-from cdc_ingest.state.iceberg_schema import as_table_rows, iceberg_schema
+from cdc_ingest.snapshots import data_files
+from cdc_ingest.snapshots.data_files import write_data_files
+from cdc_ingest.snapshots.iceberg_schema import as_table_rows, iceberg_schema
 from pyiceberg.io.pyarrow import PyArrowFileIO, _dataframe_to_data_files
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.table.locations import load_location_provider

@@ -308,7 +308,7 @@ def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lak
 
 
 def test_small_tables_are_prepared_read_rewritten_and_committed_from_one_load(lake, monkeypatch):
-    from cdc_ingest.state import staged_commits
+    from cdc_ingest.snapshots import staged_commits
     from pyiceberg.catalog.sql import SqlCatalog
 
     _two_small_tables(lake)

@@ -94,7 +94,7 @@ def test_a_table_a_batch_creates_is_created_with_its_key_and_rows_in_one_commit(
     summary = lake.run("shop")
 
     # One metadata file, the table's first, holds the CREATE (the key as identifier field) and
-    # the snapshot of its rows (state/first_snapshot.py), with the batch's counts on it.
+    # the snapshot of its rows (snapshots/first_snapshot.py), with the batch's counts on it.
     entries = lake.spark.sql(f"SELECT * FROM {lake.catalog}.ods.orders.metadata_log_entries")
     [entry] = entries.collect()
     assert entry["latest_snapshot_id"] is not None
@@ -115,7 +115,7 @@ def test_a_table_a_batch_creates_is_created_with_its_key_and_rows_in_one_commit(
     assert properties["cdc.keys"] == "id"
     assert properties["write.merge.mode"] == "merge-on-read"
     assert properties["owner"]
-    # Created through pyiceberg (state/arrow_catalog.py), where Iceberg's JdbcCatalog would put it
+    # Created through pyiceberg (cdc_ingest.snapshots), where Iceberg's JdbcCatalog would put it
     # (pyiceberg's own default is <warehouse>/ods.db/orders), with Java's default codec stored.
     assert table.location() == f"{lake.root.as_uri()}/warehouse/ods/orders"
     assert properties["write.parquet.compression-codec"] == "zstd"
@@ -124,7 +124,7 @@ def test_a_table_a_batch_creates_is_created_with_its_key_and_rows_in_one_commit(
 def test_a_table_another_writer_creates_first_fails_the_run_which_a_rerun_completes(
     lake, monkeypatch
 ):
-    from cdc_ingest.state import arrow_catalog
+    from cdc_ingest.snapshots import arrow_catalog
     from cdc_ingest.state.warehouse_errors import WarehouseWriteError
 
     lake.add_pipeline("shop", "canal-json")
@@ -147,7 +147,7 @@ def _another_writer_creates(lake: Any, monkeypatch: Any, module: Any, name: str)
     """Another writer creates ``name`` (id bigint, v string) in ods just before ``module``
     registers the tables a batch made."""
     from cdc_ingest.contract import ColumnType
-    from cdc_ingest.state.first_snapshot import register_tables
+    from cdc_ingest.snapshots.first_snapshot import register_tables
     from cdc_ingest.state.tables import create_target, qualified
 
     def another_writer_first(*args: Any) -> None:
@@ -159,7 +159,7 @@ def _another_writer_creates(lake: Any, monkeypatch: Any, module: Any, name: str)
 
 
 def test_the_tables_of_a_group_are_registered_in_one_catalog_transaction(lake, monkeypatch):
-    from cdc_ingest.state import arrow_catalog, first_snapshot
+    from cdc_ingest.snapshots import arrow_catalog, first_snapshot
 
     lake.add_pipeline("shop", "canal-json")
     lake.land(
@@ -195,7 +195,7 @@ def test_the_tables_of_a_group_are_registered_in_one_catalog_transaction(lake, m
 def test_a_table_of_a_group_another_writer_creates_first_is_named_and_the_rerun_completes(
     lake, monkeypatch
 ):
-    from cdc_ingest.state import arrow_catalog
+    from cdc_ingest.snapshots import arrow_catalog
     from cdc_ingest.state.warehouse_errors import WarehouseWriteError
 
     lake.add_pipeline("shop", "canal-json")
@@ -219,7 +219,7 @@ def test_a_table_of_a_group_another_writer_creates_first_is_named_and_the_rerun_
 
 
 def test_a_new_table_refused_at_its_write_still_exists_after_the_batch(lake, monkeypatch):
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.table_options import TableDesignError
 
     lake.add_pipeline("shop", "canal-json")

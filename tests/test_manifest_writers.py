@@ -1,4 +1,4 @@
-"""The manifest writers that build their Avro layout once (``state/manifest_writers.py``) write
+"""The manifest writers that build their Avro layout once (``snapshots/manifest_writers.py``) write
 the bytes pyiceberg's own writers write, for every file after the first too."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdc_ingest.state.manifest_writers import manifest_list_writer, manifest_writer
+from cdc_ingest.snapshots.manifest_writers import manifest_list_writer, manifest_writer
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import (
     DataFile,

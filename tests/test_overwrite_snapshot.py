@@ -1,4 +1,4 @@
-"""A small table's rewrite as one OVERWRITE snapshot made by ``state/overwrite_snapshot.py``:
+"""A small table's rewrite as one OVERWRITE snapshot made by ``snapshots/overwrite_snapshot.py``:
 what Iceberg's spec says such a snapshot holds, checked on a real pyiceberg table (no Spark; the
 rewrites through the job are read back by Spark in test_existing_tables.py)."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from cdc_ingest.state import copy_on_write
-from cdc_ingest.state.overwrite_snapshot import FilesChanged
+from cdc_ingest.snapshots import copy_on_write
+from cdc_ingest.snapshots.overwrite_snapshot import FilesChanged
 from pyiceberg_tables import orders_rows, orders_table
 
 

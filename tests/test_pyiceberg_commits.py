@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from cdc_ingest.state import copy_on_write
+from cdc_ingest.snapshots import copy_on_write
 from pyiceberg_tables import orders_rows, orders_table
 
 

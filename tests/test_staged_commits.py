@@ -1,4 +1,4 @@
-"""A group's small-table rewrites committed together (``state/staged_commits.py``), on a SQLite
+"""A group's small-table rewrites committed together (``snapshots/staged_commits.py``), on a SQLite
 catalog file and on a real PostgreSQL server: every table in one catalog transaction or, when
 another writer committed to one of them since the batch read it, each of the others alone and
 that one left for Spark's guarded MERGE."""
@@ -28,7 +28,7 @@ def postgres() -> Iterator[PostgresServer]:
 def config(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     """A catalog of two small tables, each holding rows 1, 2 and 3 in one data file."""
     from cdc_ingest.catalog.config import CatalogConfig
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from pyiceberg.catalog.sql import SqlCatalog
 
     if request.param == "sqlite":
@@ -60,7 +60,7 @@ def _rewrite_both(config: Any, meanwhile: Any = None) -> tuple[set[str], list[st
     """Read both tables as a batch does, then rewrite them in one block (key 1 updated, key 2
     deleted, key 4 inserted; ``meanwhile()`` called after the first rewrite is staged); returns
     the identifiers left out and the catalog database's transaction endings."""
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from sqlalchemy import event
 
     arrow = ArrowCatalog(config)

@@ -65,34 +65,8 @@ def install_commit_fault() -> None:
         append(self)
         committed("append")
 
-    from pyiceberg.table import Table
+    from cdc_ingest.snapshots.commit_points import count_commits
 
-    # Every pyiceberg commit of one table goes through here (a transaction's, ``Table.append``'s,
-    # a rewrite's), whatever made it; one refused by the catalog raises and is not counted.
-    arrow_commit = Table._do_commit
-
-    def arrow_commit_and_count(self: Table, *args: Any, **kwargs: Any) -> None:
-        arrow_commit(self, *args, **kwargs)
-        committed("pyiceberg commit")
-
-    from cdc_ingest.state import arrow_catalog, staged_commits
-
-    # Commits of many tables in one catalog transaction, which no transaction's commit makes.
-    commit_staged = staged_commits.commit_staged
-    register_tables = arrow_catalog.register_tables  # type: ignore[attr-defined]
-
-    def commit_staged_and_count(catalog: Any, staged: list[Any]) -> Any:
-        left = commit_staged(catalog, staged)
-        if staged:
-            committed("pyiceberg commit of rewrites")
-        return left
-
-    def register_tables_and_count(catalog: Any, staged: list[Any]) -> None:
-        register_tables(catalog, staged)
-        committed("pyiceberg create")
-
-    staged_commits.commit_staged = commit_staged_and_count
-    arrow_catalog.register_tables = register_tables_and_count  # type: ignore[attr-defined]
+    count_commits(committed)
     SparkSession.sql = sql  # type: ignore[method-assign,assignment]
     DataFrameWriterV2.append = append_and_count  # type: ignore[method-assign]
-    Table._do_commit = arrow_commit_and_count  # type: ignore[method-assign]

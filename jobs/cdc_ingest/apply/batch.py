@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from cdc_ingest.config import Config, PipelineConfig
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.evolution import DdlEvent
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import RunSummary
 
 
@@ -92,7 +92,7 @@ def apply_all_tables(
 ) -> list[DataFrame]:
     """Prepare every target table and apply its changes and statements; returns typing errors.
 
-    ``arrow`` (pyiceberg's view of the catalog, ``state/arrow_catalog``) creates and appends the
+    ``arrow`` (pyiceberg's view of the catalog, ``snapshots/arrow_catalog``) creates and appends the
     small tables the batch creates without a JVM call or Spark job each.
 
     A run restricted to some tables (``only``) applies those of them that the batch changes (and,

@@ -12,7 +12,7 @@ then counted in one job (``FreshGroup``'s: a group of few changes is collected a
 driver). Each table is still written by a commit of its own, carrying its counts, from the
 materialized classification: a small one (at most ``REWRITTEN_ROWS`` rows, no delete
 files) rewritten whole through pyiceberg from the group's changes collected as Arrow in one job
-(``state/copy_on_write``), any other merged (appended where it only gains keys:
+(``snapshots/copy_on_write``), any other merged (appended where it only gains keys:
 ``keyed.inserts_only``), several at once (``concurrent_writes``). The group's tombstones are
 written in one commit.
 """
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from cdc_ingest.schema.target import TargetTable
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import TableSummary
 
 # A table of at most this many rows is rewritten whole through pyiceberg, which costs less than

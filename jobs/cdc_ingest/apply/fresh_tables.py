@@ -9,7 +9,7 @@ one type of several tables (``group_layout``). Each table's rows are still appen
 its own, carrying its counts (``commit_notes``), so that a failure stays with its table and a
 resumed batch reports what the first attempt did; the rows of the group's tables are collected as
 Arrow (a group of at most ``CHUNK_ROWS`` changes by the job that classifies it, and counted in the
-driver) and each table's appended through pyiceberg (``state/arrow_catalog``) where it can, rather
+driver) and each table's appended through pyiceberg (``snapshots``) where it can, rather
 than by a Spark job per table. The group's tombstones (deletes of keys the tables never held) go
 into ``_cdc_tombstones`` in one commit.
 """
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
     from cdc_ingest.contract import ColumnType
     from cdc_ingest.schema.target import TargetTable
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import TableSummary
 
 # The slots of a group's typed rows, at most (``group_layout``): wide rows cost more than the plans

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.inference import TypeInference
     from cdc_ingest.schema_policy import SchemaPolicy
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
 
 
 @dataclass

@@ -24,7 +24,7 @@ from cdc_ingest.state.tables import BATCHES, SYSTEM_TABLES, qualified
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
 
 
 def _timestamp(iso: str | None) -> datetime | None:

@@ -53,9 +53,9 @@ from cdc_ingest.run.context import RunContext, open_run
 from cdc_ingest.run.modes import RunMode, choose_mode
 from cdc_ingest.run.options import RunOptions
 from cdc_ingest.schema.evolution import SchemaChangeRefused, check_policy, collect_ddl
+from cdc_ingest.snapshots.arrow_catalog import arrow_catalog
 from cdc_ingest.spark_session import driver_ran_out_of_memory, release
 from cdc_ingest.stages import StageTimings, current, recording, stage
-from cdc_ingest.state.arrow_catalog import arrow_catalog
 from cdc_ingest.state.summary import RunSummary, TableSummary
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.landing.zones import LandedFile
     from cdc_ingest.run.options import RunOptions
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
 
 
 @dataclass
@@ -40,7 +40,7 @@ class RunContext:
         store: the pipeline's checkpoint rows.
         state: what the checkpoint held when the run started.
         arrow: pyiceberg's view of the catalog, for the small writes it makes without a Spark
-            job (``state/arrow_catalog``); open for the run.
+            job (``snapshots/arrow_catalog``); open for the run.
         not_files: entries named like landed files that are no files, with what each is.
     """
 

@@ -40,7 +40,7 @@ DEFAULT_POLICY = SchemaPolicy()
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
 
 KEYS_PROPERTY = "cdc.keys"
 # Set when the source drops the table: the mirror is kept and no longer receives changes, until
@@ -219,7 +219,7 @@ def prepare_target(
     takes the columns it lacks (else their values are not applied) and the wider types the
     messages declare. ``options`` shape the table
     (see :mod:`cdc_ingest.schema.design`); ``arrow`` creates a plain keyed table through pyiceberg
-    (``state/arrow_catalog``), with ``defer_creation`` when its first rows are appended (or
+    (``snapshots/arrow_catalog``), with ``defer_creation`` when its first rows are appended (or
     ``arrow.create_pending``): the caller makes sure that happens before Spark needs the table.
     ``writer``: the pipeline writing it (``schema/ownership``), whose format must fit the table
     and whose ``options`` give way to those of the pipeline that created it.

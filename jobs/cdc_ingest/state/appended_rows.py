@@ -55,12 +55,12 @@ def _appended_files(table: Any, since: int) -> list[Any] | None:
 
 def _rows_of_files(table: Any, files: list[Any], fields: tuple[str, ...], row_filter: str) -> Any:
     from pyiceberg.expressions.parser import parse
+    from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.table import FileScanTask
 
-    from cdc_ingest.state.copy_on_write import rows_of
-
     tasks = [FileScanTask(data_file) for data_file in files]
-    return rows_of(table, tasks, table.schema().select(*fields), parse(row_filter))
+    scan = ArrowScan(table.metadata, table.io, table.schema().select(*fields), parse(row_filter))
+    return scan.to_table(tasks)
 
 
 def rows_since(table: Any, fields: tuple[str, ...], row_filter: str) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ from cdc_ingest.state.tables import CHECKPOINTS, SYSTEM_TABLES, qualified
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
 
 
 @dataclass

@@ -37,7 +37,7 @@ from cdc_ingest.state.tables import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from cdc_ingest.contract import ColumnType
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.state.arrow_catalog import ArrowCatalog
+    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
 
 # Row-level changes are written as delete files (merge-on-read): a micro-batch touching a few rows
 # must not rewrite whole data files.

@@ -115,7 +115,7 @@ def rewritten(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from cdc_ingest.state.iceberg_schema import as_table_rows
+    from cdc_ingest.snapshots.iceberg_schema import as_table_rows
 
     parts = [rows.filter(pc.invert(key_in(rows, removed, keys))), added]
     if marks is not None and marks.num_rows:
@@ -181,7 +181,7 @@ def overwrite(
         FilesChanged: the table's files are not those of ``tasks`` any more.
         CommitFailedException: another writer committed to the table since it was loaded.
     """
-    from cdc_ingest.state.overwrite_snapshot import overwrite_updates
+    from cdc_ingest.snapshots.overwrite_snapshot import overwrite_updates
 
     read = {task.file.file_path for task in tasks}
     updates, requirements = overwrite_updates(table, read, rows, properties)

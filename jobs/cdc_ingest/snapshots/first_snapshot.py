@@ -102,8 +102,8 @@ def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, 
     )
     from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
 
-    from cdc_ingest.state.data_files import write_data_files
-    from cdc_ingest.state.manifest_writers import manifest_list_writer, manifest_writer
+    from cdc_ingest.snapshots.data_files import write_data_files
+    from cdc_ingest.snapshots.manifest_writers import manifest_list_writer, manifest_writer
 
     metadata, io = staged.metadata, staged.io
     schema, spec = metadata.schema(), metadata.spec()

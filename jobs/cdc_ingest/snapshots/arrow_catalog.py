@@ -7,7 +7,7 @@ costs a Spark job however small. pyiceberg, over the same catalog (``catalog.pro
 creates such a table and appends rows already collected as Arrow (``apply/fresh_tables``) for a
 small part of that, with the same
 snapshot properties as a Spark commit (``apply/commit_notes``); in a JDBC catalog, a group's new
-tables are made with their rows in their first metadata version (``state/first_snapshot``) and
+tables are made with their rows in their first metadata version (``snapshots/first_snapshot``) and
 registered together. The batch after that rewrites each small table whole (``replace_rows``,
 ``copy_on_write``; committed together, ``staged_commits``) instead of merging it, and reads the
 columns and properties its preparation compares from one load (``table_facts``).
@@ -25,11 +25,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from cdc_ingest.state import copy_on_write
-from cdc_ingest.state.first_snapshot import register_tables, stage_with_rows
-from cdc_ingest.state.iceberg_schema import as_table_rows, iceberg_schema, spark_type_of
-from cdc_ingest.state.small_rewrites import SmallTableRewrites
-from cdc_ingest.state.staged_commits import StagedRewrites
+from cdc_ingest.snapshots import copy_on_write
+from cdc_ingest.snapshots.first_snapshot import register_tables, stage_with_rows
+from cdc_ingest.snapshots.iceberg_schema import as_table_rows, iceberg_schema, spark_type_of
+from cdc_ingest.snapshots.small_rewrites import SmallTableRewrites
+from cdc_ingest.snapshots.staged_commits import StagedRewrites
 from cdc_ingest.state.warehouse_errors import warehouse_failures
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class ArrowCatalog(SmallTableRewrites):
         # (about a third of a small table's rewrite).
         self._read: dict[tuple[str, str], tuple[Any, int, list[Any]]] = {}
         # Tables ``create_keyed`` was asked to create later: (schema, location, properties). Each
-        # is made by its first append, with its rows (``state/first_snapshot``), or by
+        # is made by its first append, with its rows (``snapshots/first_snapshot``), or by
         # ``create_pending``; the run does not end with one left (``apply/batch``).
         self._pending: dict[tuple[str, str], tuple[Any, str, dict[str, str]]] = {}
         # Within ``created_together``: the tables appends made, not yet registered in the catalog

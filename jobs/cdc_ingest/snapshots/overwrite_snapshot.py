@@ -55,8 +55,8 @@ def overwrite_updates(
         SetSnapshotRefUpdate,
     )
 
-    from cdc_ingest.state.data_files import write_data_files
-    from cdc_ingest.state.manifest_writers import manifest_list_writer, manifest_writer
+    from cdc_ingest.snapshots.data_files import write_data_files
+    from cdc_ingest.snapshots.manifest_writers import manifest_list_writer, manifest_writer
 
     metadata, io = table.metadata, table.io
     parent = table.current_snapshot()

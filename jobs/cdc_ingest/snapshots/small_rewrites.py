@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from cdc_ingest.state import copy_on_write
-from cdc_ingest.state.overwrite_snapshot import FilesChanged
-from cdc_ingest.state.staged_commits import StagedRewrites, can_stage
+from cdc_ingest.snapshots import copy_on_write
+from cdc_ingest.snapshots.overwrite_snapshot import FilesChanged
+from cdc_ingest.snapshots.staged_commits import StagedRewrites, can_stage
 from cdc_ingest.state.tables import unquoted
 from cdc_ingest.state.warehouse_errors import warehouse_failures
 
