@@ -34,6 +34,9 @@ from cdc_ingest.state.warehouse_errors import warehouse_failures
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import FileScanTask, Table
 
     from cdc_ingest.catalog.config import CatalogConfig
 
@@ -51,29 +54,29 @@ class ArrowCatalog(SmallTableRewrites):
 
     def __init__(self, config: CatalogConfig) -> None:
         self.config = config
-        self._catalog: Any = None
+        self._catalog: Catalog | None = None
         self.available = config.type in _KINDS
         # Tables this object created, as created: their first append needs no load, a fifth of
         # a small append's cost.
-        self._created: dict[tuple[str, str], Any] = {}
+        self._created: dict[tuple[str, str], Table] = {}
         # Tables ``table_facts`` loaded: the classification's read of their keys and orders
         # (``read_columns``) starts from that load instead of loading them again.
-        self._loaded: dict[tuple[str, str], Any] = {}
+        self._loaded: dict[tuple[str, str], Table] = {}
         # Tables ``read_columns`` read, as loaded, with the snapshot and the data files it read:
         # their rewrite (``replace_rows``) at that snapshot needs no second load and scan planning
         # (about a third of a small table's rewrite).
-        self._read: dict[tuple[str, str], tuple[Any, int, list[Any]]] = {}
+        self._read: dict[tuple[str, str], tuple[Table, int, list[FileScanTask]]] = {}
         # Tables ``create_keyed`` was asked to create later: (schema, location, properties). Each
         # is made by its first append, with its rows (``snapshots/first_snapshot``), or by
         # ``create_pending``; the run does not end with one left (``apply/batch``).
-        self._pending: dict[tuple[str, str], tuple[Any, str, dict[str, str]]] = {}
+        self._pending: dict[tuple[str, str], tuple[Schema, str, dict[str, str]]] = {}
         # Within ``created_together``: the tables appends made, not yet registered in the catalog
         # (identifier, first metadata file).
         self._staged: list[tuple[tuple[str, str], str]] | None = None
         # Within ``rewritten_together``: the rewrites staged, not yet committed (identifier).
         self._rewrites: StagedRewrites | None = None
 
-    def _opened(self) -> Any:
+    def _opened(self) -> Catalog | None:
         if self._catalog is None and self.available:
             from pyiceberg.exceptions import NotInstalledError
 
@@ -86,7 +89,13 @@ class ArrowCatalog(SmallTableRewrites):
                 self.available = False
         return self._catalog
 
-    def opened(self) -> Any:
+    def _in_use(self) -> Catalog:
+        """The catalog, which the read or create that needs it now has opened."""
+        catalog = self._opened()
+        assert catalog is not None
+        return catalog
+
+    def opened(self) -> Catalog | None:
         """The pyiceberg catalog (opened now if it was not), or None where this module leaves
         the work to Spark."""
         return self._opened()
@@ -102,7 +111,7 @@ class ArrowCatalog(SmallTableRewrites):
         self._pending.clear()  # a failed run's: its rerun creates them
         self._staged = None
 
-    def _opened_if_there(self) -> Any:
+    def _opened_if_there(self) -> Catalog | None:
         """``_opened``, or None where the catalog's SQLite database does not exist yet: a first
         run's Spark creates it (pyiceberg never creates a catalog database: ``open_catalog``)."""
         from cdc_ingest.state.lake import CatalogMissing
@@ -239,7 +248,7 @@ class ArrowCatalog(SmallTableRewrites):
             names = ", ".join(f"{namespace}.{name}" for (namespace, name), _ in staged[:3])
             more = f" and {len(staged) - 3} more" if len(staged) > 3 else ""
             with warehouse_failures(f"pyiceberg create of {names}{more}"):
-                register_tables(self._opened(), staged)
+                register_tables(self._in_use(), staged)
 
     def _create_deferred(
         self,
@@ -249,6 +258,7 @@ class ArrowCatalog(SmallTableRewrites):
         properties: dict[str, str],
     ) -> None:
         import pyarrow as pa
+        from pyiceberg.catalog import MetastoreCatalog
 
         schema, location, stored = self._pending.pop((namespace, name))
         with warehouse_failures(f"pyiceberg create of {namespace}.{name}"):
@@ -256,7 +266,10 @@ class ArrowCatalog(SmallTableRewrites):
                 rows = pa.Table.from_pylist(rows, schema=schema.as_arrow())
             elif rows is not None:
                 rows = as_table_rows(rows, schema)
-            catalog = self._opened()
+            # Tables wait to be created only where this object chooses their location: a SQL
+            # catalog, which pyiceberg keeps as a metastore of its own.
+            catalog = self._in_use()
+            assert isinstance(catalog, MetastoreCatalog)
             staged = (
                 (namespace, name),
                 stage_with_rows(

@@ -8,14 +8,23 @@ that, and leaves no position-delete file for readers to apply and ``maintain`` t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.io import FileIO
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import FileScanTask, Table, Transaction
+    from pyiceberg.table.snapshots import Snapshot
+    from pyiceberg.table.update import TableRequirement, TableUpdate
+    from pyiceberg.table.update.snapshot import _MergeAppendFiles
+
+    Commit = Callable[[Table, tuple[TableUpdate, ...], tuple[TableRequirement, ...]], None]
 
 
-def transaction_of(table: Any) -> Any:
+def transaction_of(table: Table) -> Transaction:
     """A pyiceberg transaction on ``table`` that computes its pending metadata once per change,
     and whose appends merge manifests as Iceberg's Java appends do.
 
@@ -50,12 +59,12 @@ def transaction_of(table: Any) -> Any:
     return _REUSING_TRANSACTION(table)
 
 
-_REUSING_TRANSACTION: Any = None
+_REUSING_TRANSACTION: type[Transaction] | None = None
 
 
 def _merge_append_of(
-    transaction: Any, io: Any, properties: dict[str, str], branch: str | None
-) -> Any:
+    transaction: Transaction, io: FileIO, properties: dict[str, str], branch: str | None
+) -> _MergeAppendFiles:
     """pyiceberg's merging APPEND producer, merging the table's manifests once they are as many
     as ``commit.manifest.min-count-to-merge`` (100) unless ``commit.manifest-merge.enabled`` is
     false: Iceberg's Java defaults, where pyiceberg's is not to merge. A system table appended
@@ -88,10 +97,15 @@ def _merge_append_of(
     )
 
 
-_MERGE_APPEND_FILES: Any = None
+_MERGE_APPEND_FILES: type[_MergeAppendFiles] | None = None
 
 
-def rows_of(table: Any, tasks: list[Any], schema: Any, row_filter: Any = None) -> pa.Table:
+def rows_of(
+    table: Table,
+    tasks: list[FileScanTask],
+    schema: Schema,
+    row_filter: BooleanExpression | None = None,
+) -> pa.Table:
     """The rows of ``tasks`` (a snapshot's planned data files) as Arrow, in ``schema`` (the
     table's, or a projection of it), those matching ``row_filter`` (a pyiceberg expression)."""
     from pyiceberg.expressions import AlwaysTrue
@@ -162,11 +176,11 @@ def marked_rows(rows: pa.Table, marks: pa.Table, keys: tuple[str, ...]) -> pa.Ta
 
 
 def overwrite(
-    table: Any,
-    tasks: list[Any],
+    table: Table,
+    tasks: list[FileScanTask],
     rows: pa.Table,
     properties: dict[str, str],
-    commit: Callable[[Any, tuple[Any, ...], tuple[Any, ...]], None] | None = None,
+    commit: Commit | None = None,
 ) -> None:
     """One OVERWRITE snapshot (``overwrite_snapshot``): ``tasks``' data files, every live file of
     the table's current snapshot, out, ``rows`` in, committed by ``commit(table, updates,
@@ -191,7 +205,7 @@ def overwrite(
         commit(table, updates, requirements)
 
 
-def writes_as_spark(table: Any) -> bool:
+def writes_as_spark(table: Table) -> bool:
     """Whether pyiceberg writes the table as Spark would: format version 2, unpartitioned,
     unsorted."""
     return bool(
@@ -201,10 +215,10 @@ def writes_as_spark(table: Any) -> bool:
     )
 
 
-def rewritable(table: Any, snapshot: Any, max_rows: int) -> bool:
+def rewritable(table: Table, snapshot: Snapshot, max_rows: int) -> bool:
     """Whether a copy-on-write may replace the table's files: written as Spark would write it,
     at most ``max_rows`` rows, no delete files (pyiceberg would leave them dangling)."""
-    totals = snapshot.summary or {}
+    totals: Mapping[str, str] = snapshot.summary or {}
     return (
         writes_as_spark(table)
         and totals.get("total-delete-files") == "0"

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     import uuid
 
     import pyarrow as pa
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table.locations import LocationProvider
+    from pyiceberg.table.metadata import TableMetadata
 
 # Laid-out schemas kept per process: a batch's tables, a few thousand at most; past that the
 # cache starts again rather than grow.
@@ -33,7 +37,7 @@ _MOST_LAYOUTS = 4096
 class _Layout:
     """What pyiceberg derives from a table's schema and properties for each file it writes."""
 
-    arrow_schema: Any  # the file schema in Arrow, with each column's field id
+    arrow_schema: pa.Schema  # the file schema in Arrow, with each column's field id
     writer_options: dict[str, Any]
     row_group_rows: int
     target_bytes: int
@@ -44,13 +48,13 @@ class _Layout:
 _layouts: dict[tuple[Any, ...], _Layout | None] = {}
 
 
-def _layout_key(metadata: Any) -> tuple[Any, ...]:
+def _layout_key(metadata: TableMetadata) -> tuple[Any, ...]:
     schema = metadata.schema()
     fields = tuple((f.field_id, f.name, str(f.field_type), f.required) for f in schema.fields)
     return fields, tuple(sorted(metadata.properties.items()))
 
 
-def _layout(metadata: Any) -> _Layout | None:
+def _layout(metadata: TableMetadata) -> _Layout | None:
     """The table's layout, or None where pyiceberg must write: nested columns, names it would
     sanitize, a format other than Parquet."""
     from pyiceberg.io.pyarrow import (
@@ -93,7 +97,7 @@ def _layout(metadata: Any) -> _Layout | None:
     )
 
 
-def _cached_layout(metadata: Any) -> _Layout | None:
+def _cached_layout(metadata: TableMetadata) -> _Layout | None:
     key = _layout_key(metadata)
     if key not in _layouts:
         if len(_layouts) >= _MOST_LAYOUTS:
@@ -103,8 +107,12 @@ def _cached_layout(metadata: Any) -> _Layout | None:
 
 
 def write_data_files(
-    metadata: Any, locations: Any, io: Any, rows: pa.Table, commit: uuid.UUID
-) -> list[Any]:
+    metadata: TableMetadata,
+    locations: LocationProvider,
+    io: FileIO,
+    rows: pa.Table,
+    commit: uuid.UUID,
+) -> list[DataFile]:
     """``rows`` (in the table's Arrow types) written as the data files of the table whose
     metadata is ``metadata``, named for the write ``commit`` at ``locations`` (the table's
     location provider), as pyiceberg's ``_dataframe_to_data_files`` writes them."""
@@ -127,8 +135,13 @@ def write_data_files(
 
 
 def _write_one(
-    metadata: Any, layout: _Layout, locations: Any, io: Any, table: pa.Table, commit: uuid.UUID
-) -> Any:
+    metadata: TableMetadata,
+    layout: _Layout,
+    locations: LocationProvider,
+    io: FileIO,
+    table: pa.Table,
+    commit: uuid.UUID,
+) -> DataFile:
     import pyarrow.parquet as pq
     from pyiceberg.io.pyarrow import data_file_statistics_from_parquet_metadata
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat

@@ -18,16 +18,20 @@ change.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.catalog import Catalog, MetastoreCatalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import StagedTable
+    from pyiceberg.table.update import TableUpdate
 
 
 def stage_with_rows(
-    catalog: Any,
+    catalog: MetastoreCatalog,
     identifier: tuple[str, str],
-    schema: Any,
+    schema: Schema,
     location: str | None,
     properties: dict[str, str],
     rows: pa.Table | None,
@@ -52,7 +56,7 @@ def stage_with_rows(
     return str(staged.metadata_location)
 
 
-def register_tables(catalog: Any, staged: list[tuple[tuple[str, str], str]]) -> None:
+def register_tables(catalog: Catalog, staged: list[tuple[tuple[str, str], str]]) -> None:
     """Register tables whose first metadata files are written: (identifier, metadata location).
 
     In a SQL catalog (pyiceberg's ``SqlCatalog``, the JDBC catalog's tables) all of them in one
@@ -87,11 +91,12 @@ def register_tables(catalog: Any, staged: list[tuple[tuple[str, str], str]]) -> 
         catalog.register_table(identifier, location)
 
 
-def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, str]) -> Any:
+def _first_snapshot(
+    staged: StagedTable, rows: pa.Table, snapshot_properties: dict[str, str]
+) -> tuple[TableUpdate, ...]:
     """The updates adding a first snapshot of ``rows`` to the staged table and pointing the
     main branch at it (as ``_FastAppendFiles._commit`` makes them, without a parent)."""
     from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
-    from pyiceberg.table import TableProperties
     from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
     from pyiceberg.table.snapshots import (
         Operation,
@@ -103,13 +108,15 @@ def _first_snapshot(staged: Any, rows: pa.Table, snapshot_properties: dict[str, 
     from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
 
     from cdc_ingest.snapshots.data_files import write_data_files
-    from cdc_ingest.snapshots.manifest_writers import manifest_list_writer, manifest_writer
+    from cdc_ingest.snapshots.manifest_writers import (
+        avro_compression,
+        manifest_list_writer,
+        manifest_writer,
+    )
 
     metadata, io = staged.metadata, staged.io
     schema, spec = metadata.schema(), metadata.spec()
-    compression = metadata.properties.get(
-        TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT
-    )
+    compression = avro_compression(metadata.properties)
     snapshot_id = metadata.new_snapshot_id()
     sequence_number = metadata.next_sequence_number()
     commit = uuid.uuid4()

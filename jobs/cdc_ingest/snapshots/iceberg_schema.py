@@ -4,10 +4,12 @@ for the tables ``arrow_catalog`` creates, reads and writes without Spark."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import IcebergType
 
 # Spark SQL type -> pyiceberg type name (pyiceberg.types), as Iceberg's SparkSchemaUtil converts.
 _PRIMITIVES = {
@@ -26,11 +28,12 @@ _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 _ARRAY = re.compile(r"array<(\w+)>")
 
 
-def _iceberg_type(spark_type: str, next_id: list[int]) -> Any:
+def _iceberg_type(spark_type: str, next_id: list[int]) -> IcebergType | None:
     import pyiceberg.types as types
 
     if spark_type in _PRIMITIVES:
-        return getattr(types, _PRIMITIVES[spark_type])()
+        primitive: IcebergType = getattr(types, _PRIMITIVES[spark_type])()
+        return primitive
     decimal = _DECIMAL.fullmatch(spark_type)
     if decimal:
         return types.DecimalType(int(decimal[1]), int(decimal[2]))
@@ -38,11 +41,13 @@ def _iceberg_type(spark_type: str, next_id: list[int]) -> Any:
     if array and array[1] in _PRIMITIVES:
         element_id = next_id[0]
         next_id[0] += 1
-        return types.ListType(element_id, _iceberg_type(array[1], next_id), element_required=False)
+        element = _iceberg_type(array[1], next_id)
+        assert element is not None  # a primitive
+        return types.ListType(element_id, element, element_required=False)
     return None
 
 
-def spark_type_of(iceberg_type: Any) -> str | None:
+def spark_type_of(iceberg_type: IcebergType) -> str | None:
     """The Spark SQL name (``simpleString``) of a primitive, decimal or list-of-primitive type."""
     import pyiceberg.types as types
 
@@ -58,7 +63,7 @@ def spark_type_of(iceberg_type: Any) -> str | None:
     return None
 
 
-def iceberg_schema(columns: dict[str, str], keys: tuple[str, ...]) -> Any:
+def iceberg_schema(columns: dict[str, str], keys: tuple[str, ...]) -> Schema | None:
     """The schema Iceberg's SparkSchemaUtil gives these columns (top-level ids first, then nested
     ones), or None for a type not in ``_PRIMITIVES`` (decimals and arrays of primitives aside)."""
     from pyiceberg.schema import Schema
@@ -75,7 +80,7 @@ def iceberg_schema(columns: dict[str, str], keys: tuple[str, ...]) -> Any:
     return Schema(*fields, identifier_field_ids=ids)
 
 
-def as_table_rows(rows: pa.Table, schema: Any) -> pa.Table:
+def as_table_rows(rows: pa.Table, schema: Schema) -> pa.Table:
     """``rows`` in the table's column order and Arrow types (Spark's Arrow names list elements
     and time zones its own way); a column the rows lack is null."""
     import pyarrow as pa

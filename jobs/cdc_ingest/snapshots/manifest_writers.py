@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
-from pyiceberg.avro.codecs import AVRO_CODEC_KEY, CODEC_MAPPING_ICEBERG_TO_AVRO
+from pyiceberg.avro.codecs import (
+    AVRO_CODEC_KEY,
+    CODEC_MAPPING_ICEBERG_TO_AVRO,
+    AvroCompressionCodec,
+)
 from pyiceberg.avro.file import (
     _SCHEMA_KEY,
     MAGIC,
@@ -31,6 +36,7 @@ from pyiceberg.avro.file import (
     AvroOutputFile,
 )
 from pyiceberg.avro.resolver import construct_writer, resolve_writer
+from pyiceberg.avro.writer import Writer
 from pyiceberg.io import OutputFile
 from pyiceberg.manifest import (
     DEFAULT_READ_VERSION,
@@ -46,6 +52,8 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.table import TableProperties
+from pyiceberg.typedef import TableVersion
 from pyiceberg.types import StructType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
@@ -54,13 +62,13 @@ from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 class _Layout:
     """What pyiceberg derives from a file's schema: the same for every file of that schema."""
 
-    file_schema: Any
-    writer: Any
+    file_schema: Schema
+    writer: Writer
     avro_schema: str  # the file schema as Avro's JSON, in the header
     name: str
 
 
-def _layout(file_schema: Any, record_schema: Any, name: str) -> _Layout:
+def _layout(file_schema: Schema, record_schema: Schema, name: str) -> _Layout:
     writer = resolve_writer(record_schema=record_schema, file_schema=file_schema)
     avro = json.dumps(AvroSchemaConversion().iceberg_to_avro(file_schema, schema_name=name))
     return _Layout(file_schema, writer, avro, name)
@@ -70,7 +78,7 @@ def _layout(file_schema: Any, record_schema: Any, name: str) -> _Layout:
 def _manifest_layout() -> _Layout:
     """A format-version-2 manifest of an unpartitioned table."""
 
-    def entry(version: Any) -> Any:
+    def entry(version: TableVersion) -> Schema:
         data_file = data_file_with_partition(format_version=version, partition_type=StructType())
         return manifest_entry_schema_with_data_file(format_version=version, data_file=data_file)
 
@@ -85,7 +93,7 @@ def _manifest_list_layout() -> _Layout:
 
 
 @cache
-def _header_writer() -> Any:
+def _header_writer() -> Writer:
     return construct_writer(META_SCHEMA)
 
 
@@ -121,13 +129,22 @@ class _ManifestListWriter(ManifestListWriterV2):
         return self
 
 
+def avro_compression(properties: Mapping[str, str]) -> AvroCompressionCodec:
+    """The codec of a table's manifests (``write.avro.compression-codec``), as pyiceberg's
+    snapshot producers read it."""
+    codec = properties.get(
+        TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT
+    )
+    return cast(AvroCompressionCodec, codec)
+
+
 def manifest_writer(
-    format_version: Any,
+    format_version: TableVersion,
     spec: PartitionSpec,
     schema: Schema,
     output_file: OutputFile,
     snapshot_id: int,
-    compression: Any,
+    compression: AvroCompressionCodec,
 ) -> ManifestWriter:
     """``pyiceberg.manifest.write_manifest``, with the layout built once where it can be."""
     if format_version == 2 and spec.is_unpartitioned():
@@ -136,12 +153,12 @@ def manifest_writer(
 
 
 def manifest_list_writer(
-    format_version: Any,
+    format_version: TableVersion,
     output_file: OutputFile,
     snapshot_id: int,
     parent_snapshot_id: int | None,
     sequence_number: int,
-    compression: Any,
+    compression: AvroCompressionCodec,
 ) -> ManifestListWriter:
     """``pyiceberg.manifest.write_manifest_list``, with the layout built once where it can be."""
     if format_version == 2:

@@ -18,10 +18,12 @@ tests/test_overwrite_snapshot.py compares these snapshots with pyiceberg's own.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.table import Table
+    from pyiceberg.table.update import TableRequirement, TableUpdate
 
 
 class FilesChanged(Exception):
@@ -29,8 +31,8 @@ class FilesChanged(Exception):
 
 
 def overwrite_updates(
-    table: Any, read: set[str], rows: pa.Table, properties: dict[str, str]
-) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    table: Table, read: set[str], rows: pa.Table, properties: dict[str, str]
+) -> tuple[tuple[TableUpdate, ...], tuple[TableRequirement, ...]]:
     """The updates and requirements of one OVERWRITE snapshot of ``table`` (as loaded) that
     deletes every live data file of its current snapshot, which must be the files at ``read``
     (their paths), and adds ``rows`` (in the table's schema), carrying ``properties``.
@@ -38,8 +40,7 @@ def overwrite_updates(
     Raises:
         FilesChanged: the current snapshot's live files are not ``read``.
     """
-    from pyiceberg.manifest import DataFileContent, ManifestEntry, ManifestEntryStatus
-    from pyiceberg.table import TableProperties
+    from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntry, ManifestEntryStatus
     from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
     from pyiceberg.table.snapshots import (
         Operation,
@@ -56,14 +57,18 @@ def overwrite_updates(
     )
 
     from cdc_ingest.snapshots.data_files import write_data_files
-    from cdc_ingest.snapshots.manifest_writers import manifest_list_writer, manifest_writer
+    from cdc_ingest.snapshots.manifest_writers import (
+        avro_compression,
+        manifest_list_writer,
+        manifest_writer,
+    )
 
     metadata, io = table.metadata, table.io
     parent = table.current_snapshot()
+    if parent is None:  # nothing was read: a table without rows is appended to, not rewritten
+        raise FilesChanged(f"{table.name()}: it has no snapshot to rewrite")
     schema, spec = metadata.schema(), metadata.spec()
-    compression = metadata.properties.get(
-        TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT
-    )
+    compression = avro_compression(metadata.properties)
     live = [
         entry
         for manifest in parent.manifests(io)
@@ -80,15 +85,15 @@ def overwrite_updates(
     added = write_data_files(metadata, locations, io, rows, commit)
     collector = SnapshotSummaryCollector()
     manifests = []
-    for number, (status, entries) in enumerate(
-        [
-            (ManifestEntryStatus.ADDED, [(None, None, f) for f in added]),
-            (
-                ManifestEntryStatus.DELETED,
-                [(e.sequence_number, e.file_sequence_number, e.data_file) for e in live],
-            ),
-        ]
-    ):
+    # Each manifest's entries: (sequence number, file sequence number, data file).
+    written: list[tuple[ManifestEntryStatus, list[tuple[int | None, int | None, DataFile]]]] = [
+        (ManifestEntryStatus.ADDED, [(None, None, f) for f in added]),
+        (
+            ManifestEntryStatus.DELETED,
+            [(e.sequence_number, e.file_sequence_number, e.data_file) for e in live],
+        ),
+    ]
+    for number, (status, entries) in enumerate(written):
         if not entries:
             continue
         path = locations.new_metadata_location(f"{commit}-m{number}.avro")

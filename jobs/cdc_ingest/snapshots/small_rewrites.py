@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cdc_ingest.snapshots import copy_on_write
 from cdc_ingest.snapshots.overwrite_snapshot import FilesChanged
@@ -23,6 +23,8 @@ from cdc_ingest.state.warehouse_errors import warehouse_failures
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import FileScanTask, Table
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +33,11 @@ class SmallTableRewrites:
     """What ``ArrowCatalog`` reads and rewrites of small tables; its state is ``ArrowCatalog``'s
     (see there)."""
 
-    _loaded: dict[tuple[str, str], Any]
-    _read: dict[tuple[str, str], tuple[Any, int, list[Any]]]
+    _loaded: dict[tuple[str, str], Table]
+    _read: dict[tuple[str, str], tuple[Table, int, list[FileScanTask]]]
     _rewrites: StagedRewrites | None
 
-    def _opened(self) -> Any:
+    def _opened(self) -> Catalog | None:
         raise NotImplementedError
 
     @contextmanager
@@ -55,7 +57,9 @@ class SmallTableRewrites:
             self._rewrites = None
         if rewrites.staged:
             with warehouse_failures(f"pyiceberg commit of {len(rewrites.staged)} rewrites"):
-                rewrites.commit(self._opened())
+                catalog = self._opened()
+                assert can_stage(catalog)  # rewrites are staged only where they can be
+                rewrites.commit(catalog)
 
     def rewritable(self, identifier: str, max_rows: int) -> bool:
         """Whether ``read_columns`` would read the table for a rewrite (at most ``max_rows``
@@ -145,8 +149,11 @@ class SmallTableRewrites:
                 table = catalog.load_table((namespace, name))
                 tasks = []
             snapshot = table.current_snapshot()
-            moved = snapshot is None or snapshot.snapshot_id != read_at
-            if moved or not copy_on_write.rewritable(table, snapshot, max_rows):
+            if (
+                snapshot is None
+                or snapshot.snapshot_id != read_at
+                or not copy_on_write.rewritable(table, snapshot, max_rows)
+            ):
                 return False
             schema = table.schema()
             written = set(added.column_names)

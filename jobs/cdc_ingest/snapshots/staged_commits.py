@@ -22,7 +22,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table import Table
+    from pyiceberg.table.update import TableRequirement, TableUpdate
+    from sqlalchemy import CursorResult
+    from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +45,7 @@ class StagedCommit:
     replaced_by: str
 
 
-def can_stage(catalog: Any) -> bool:
+def can_stage(catalog: Catalog | None) -> TypeGuard[SqlCatalog]:
     """Whether ``catalog`` is a SQL catalog whose database reports how many rows an update
     matched (SQLite and PostgreSQL do): its commits can be staged and swapped together."""
     engine = getattr(catalog, "engine", None)
@@ -45,7 +53,10 @@ def can_stage(catalog: Any) -> bool:
 
 
 def stage_commit(
-    catalog: Any, table: Any, updates: tuple[Any, ...], requirements: tuple[Any, ...]
+    catalog: SqlCatalog,
+    table: Table,
+    updates: tuple[TableUpdate, ...],
+    requirements: tuple[TableRequirement, ...],
 ) -> StagedCommit:
     """Write the metadata that ``updates`` make of ``table`` (as loaded), without committing it:
     ``requirements`` are checked against ``table``, and the catalog's check of the metadata
@@ -56,7 +67,7 @@ def stage_commit(
     return StagedCommit((namespace, name), table.metadata_location, staged.metadata_location)
 
 
-def commit_staged(catalog: Any, staged: list[StagedCommit]) -> list[StagedCommit]:
+def commit_staged(catalog: SqlCatalog, staged: list[StagedCommit]) -> list[StagedCommit]:
     """Make the ``staged`` metadata the catalog's, all in one transaction, or else each alone;
     returns those not committed, whose table another writer moved since it was read."""
     from sqlalchemy.orm import Session
@@ -79,7 +90,7 @@ def commit_staged(catalog: Any, staged: list[StagedCommit]) -> list[StagedCommit
     return moved
 
 
-def _swap(catalog: Any, session: Any, commit: StagedCommit) -> bool:
+def _swap(catalog: SqlCatalog, session: Session, commit: StagedCommit) -> bool:
     """Point the table's row at its new metadata if it still names the metadata it was read at."""
     from pyiceberg.catalog.sql import IcebergTables
     from sqlalchemy import update
@@ -95,7 +106,9 @@ def _swap(catalog: Any, session: Any, commit: StagedCommit) -> bool:
         )
         .values(metadata_location=commit.replaced_by, previous_metadata_location=commit.read_at)
     )
-    return bool(session.execute(statement).rowcount == 1)
+    # An UPDATE's result is a cursor's, which says how many rows it matched.
+    result = cast("CursorResult[Any]", session.execute(statement))
+    return result.rowcount == 1
 
 
 @dataclass
@@ -108,16 +121,16 @@ class StagedRewrites:
 
     def stage(
         self,
-        catalog: Any,
+        catalog: SqlCatalog,
         identifier: str,
-        table: Any,
-        updates: tuple[Any, ...],
-        requirements: tuple[Any, ...],
+        table: Table,
+        updates: tuple[TableUpdate, ...],
+        requirements: tuple[TableRequirement, ...],
     ) -> None:
         """Stage the commit of ``updates`` to ``table`` (``stage_commit``) as ``identifier``'s."""
         self.staged.append((identifier, stage_commit(catalog, table, updates, requirements)))
 
-    def commit(self, catalog: Any) -> None:
+    def commit(self, catalog: SqlCatalog) -> None:
         """Commit every staged rewrite (``commit_staged``); note those left out in ``moved``."""
         left = commit_staged(catalog, [commit for _, commit in self.staged])
         self.moved.update(identifier for identifier, commit in self.staged if commit in left)
