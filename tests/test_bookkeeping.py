@@ -145,6 +145,7 @@ def test_a_namespace_created_by_pyiceberg_is_one_spark_would_create(lake, monkey
     ensure_namespace(lake.spark, lake.catalog, "by_spark")
     arrow = ArrowCatalog(load_config(lake.config_path).catalog)
     catalog = arrow.opened()
+    assert catalog is not None
 
     owner = lake.spark.sparkContext._jvm.org.apache.spark.util.Utils.getCurrentUserName()
     assert arrow.ensure_namespace("by_pyiceberg", owner)

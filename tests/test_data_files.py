@@ -61,6 +61,7 @@ _ENTRY_FIELDS = (
 
 def _metadata(tmp_path: Path, name: str, columns: dict[str, str], **properties: str) -> Any:
     schema = iceberg_schema(columns, ("id",))
+    assert schema is not None
     return new_table_metadata(
         schema,
         UNPARTITIONED_PARTITION_SPEC,

@@ -40,7 +40,9 @@ def config(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         uri = server.create_database(database, owner=f"{database}_owner", password="pw")
     config = CatalogConfig("staged", uri, (tmp_path / "wh").as_uri())
     setup = ArrowCatalog(config)
-    setup.opened().create_namespace(NAMESPACE)
+    catalog = setup.opened()
+    assert catalog is not None
+    catalog.create_namespace(NAMESPACE)
     for name in TABLES:
         setup.create_keyed(_identifier(name), COLUMNS, ("id",), {"format-version": "2"})
         setup.append(_identifier(name), _rows((1, "a"), (2, "b"), (3, "c")), {})
@@ -61,11 +63,14 @@ def _rewrite_both(config: Any, meanwhile: Any = None) -> tuple[set[str], list[st
     deleted, key 4 inserted; ``meanwhile()`` called after the first rewrite is staged); returns
     the identifiers left out and the catalog database's transaction endings."""
     from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
+    from pyiceberg.catalog.sql import SqlCatalog
     from sqlalchemy import event
 
     arrow = ArrowCatalog(config)
     endings: list[str] = []
-    engine = arrow.opened().engine
+    catalog = arrow.opened()
+    assert isinstance(catalog, SqlCatalog)
+    engine = catalog.engine
     event.listen(engine, "commit", lambda _: endings.append("commit"))
     event.listen(engine, "rollback", lambda _: endings.append("rollback"))
     read_at = {}
