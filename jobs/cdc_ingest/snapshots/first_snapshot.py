@@ -17,7 +17,6 @@ change.
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -96,79 +95,12 @@ def _first_snapshot(
 ) -> tuple[TableUpdate, ...]:
     """The updates adding a first snapshot of ``rows`` to the staged table and pointing the
     main branch at it (as ``_FastAppendFiles._commit`` makes them, without a parent)."""
-    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
-    from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
-    from pyiceberg.table.snapshots import (
-        Operation,
-        Snapshot,
-        SnapshotSummaryCollector,
-        Summary,
-        update_snapshot_summaries,
-    )
-    from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
+    from pyiceberg.manifest import ManifestEntryStatus
+    from pyiceberg.table.snapshots import Operation
 
-    from cdc_ingest.snapshots.data_files import write_data_files
-    from cdc_ingest.snapshots.manifest_writers import (
-        avro_compression,
-        manifest_list_writer,
-        manifest_writer,
-    )
+    from cdc_ingest.snapshots.producer import SnapshotFiles
 
-    metadata, io = staged.metadata, staged.io
-    schema, spec = metadata.schema(), metadata.spec()
-    compression = avro_compression(metadata.properties)
-    snapshot_id = metadata.new_snapshot_id()
-    sequence_number = metadata.next_sequence_number()
-    commit = uuid.uuid4()
-    locations = staged.location_provider()
-    data_files = write_data_files(metadata, locations, io, rows, commit)
-    manifest_path = locations.new_metadata_location(f"{commit}-m0.avro")
-    output = io.new_output(manifest_path)
-    with manifest_writer(
-        metadata.format_version, spec, schema, output, snapshot_id, compression
-    ) as writer:
-        for data_file in data_files:
-            writer.add(
-                ManifestEntry.from_args(
-                    status=ManifestEntryStatus.ADDED,
-                    snapshot_id=snapshot_id,
-                    sequence_number=None,
-                    file_sequence_number=None,
-                    data_file=data_file,
-                )
-            )
-    manifest = writer.to_manifest_file()
-    collector = SnapshotSummaryCollector()
-    for data_file in data_files:
-        collector.add_file(data_file, partition_spec=spec, schema=schema)
-    summary = update_snapshot_summaries(
-        Summary(operation=Operation.APPEND, **collector.build(), **snapshot_properties)
-    )
-    list_path = locations.new_metadata_location(f"snap-{snapshot_id}-0-{commit}.avro")
-    with manifest_list_writer(
-        metadata.format_version,
-        io.new_output(list_path),
-        snapshot_id,
-        None,
-        sequence_number,
-        compression,
-    ) as manifests:
-        manifests.add_manifests([manifest])
-    # pyiceberg's models take their fields' names as well as their aliases (as pyiceberg's own
-    # calls do), which mypy without pydantic's plugin does not know.
-    snapshot = Snapshot(  # type: ignore[call-arg]
-        snapshot_id=snapshot_id,
-        parent_snapshot_id=None,
-        manifest_list=list_path,
-        sequence_number=sequence_number,
-        summary=summary,
-        schema_id=metadata.current_schema_id,
-    )
-    return (
-        AddSnapshotUpdate(snapshot=snapshot),
-        SetSnapshotRefUpdate(  # type: ignore[call-arg]
-            snapshot_id=snapshot_id,
-            ref_name=MAIN_BRANCH,
-            type=SnapshotRefType.BRANCH,
-        ),
-    )
+    files = SnapshotFiles.start(staged.metadata, staged.io, staged.location_provider())
+    added = files.data_files(rows)
+    files.manifest(ManifestEntryStatus.ADDED, [(None, None, f) for f in added])
+    return files.updates(Operation.APPEND, snapshot_properties, None)
