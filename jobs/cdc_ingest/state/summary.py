@@ -216,38 +216,10 @@ class RunSummary:
                 lines += [f"    {uri}: {why}" for uri, why in sorted(files.items())]
         return lines
 
-    def render(self) -> str:
-        """Human-readable summary for the CLI and the Airflow task log."""
-        if self.batch_id is None:
-            return "\n".join([f"pipeline {self.pipeline}: nothing new to apply", *self._files()])
-        resumed = " (resumed)" if self.resumed else ""
-        records = f" ({self.records} records)" if self.records != self.lines else ""
-        head = (
-            f"pipeline {self.pipeline} batch {self.batch_id}{resumed}: "
-            f"{len(self.files)} files, {self.lines} lines{records} = {self.messages} messages + "
-            f"{self.dead_lettered} dead-lettered"
-        )
-        lines = [head]
-        lines += [f"  counts do not add up: {problem}" for problem in self.unaccounted()]
-        if self.dry_run:
-            lines.append(
-                "  dry run: decoded and counted; no table, dead letter or checkpoint written"
-            )
-        if self.replay is not None:
-            lines.append(f"  {_replay_line(self.replay)}")
-        if self.only_tables:
-            lines.append(
-                f"  only tables {', '.join(self.only_tables)}: files stay pending for a full run"
-            )
-        lines += [f"  not applied: {t} ({why})" for t, why in sorted(self.skipped_tables.items())]
-        if self.deferred_files:
-            lines.append(
-                f"  max files {self.max_files}: {self.deferred_files} new files left for later"
-            )
-        if self.freshness_ms is not None:
-            fresh = datetime.fromtimestamp(self.freshness_ms / 1000, UTC)
-            lines.append(f"  freshness: source events up to {fresh.isoformat()}")
-        lines += self._files(planned=True)
+    def _message_notes(self) -> list[str]:
+        """What the batch's messages held besides row changes: merged sources, duplicate files,
+        messages that change no row, DDL, values and deletes left out."""
+        lines: list[str] = []
         for target, names in sorted(self.merged_sources.items()):
             lines.append(
                 f"  {target}: changes of {', '.join(names)} are applied to this one table "
@@ -287,45 +259,43 @@ class RunSummary:
                 f"  {self.deletes_without_table} deletes name no table: applied by key to "
                 f"every table keyed like them ({aimed})"
             )
-        for name in sorted(self.tables):
-            t = self.tables[name]
-            if t.source_dropped:
-                lines.append(
-                    f"  {name}: {t.messages} messages not applied: the source dropped the table "
-                    "(the mirror is kept; a CREATE TABLE of that name resumes it)"
-                )
-                continue
-            if self.dry_run:
-                created = " (would be created)" if t.created else ""
-                lines.append(f"  {name}{created}: {t.messages} changes")
-                continue
-            if t.append_only:
-                lines.append(
-                    f"  {name}{' (created)' if t.created else ''} (append-only: no key): "
-                    f"{t.messages} messages -> appended {t.inserted}; deletes skipped "
-                    f"{t.append_only_deletes}; dead-lettered {t.dead_lettered}"
-                    + (
-                        "; no history kept (history: scd2 needs a key; every row image is "
-                        "appended here)"
-                        if t.history_table
-                        else ""
-                    )
-                )
-                continue
+        return lines
+
+    def render(self) -> str:
+        """Human-readable summary for the CLI and the Airflow task log."""
+        if self.batch_id is None:
+            return "\n".join([f"pipeline {self.pipeline}: nothing new to apply", *self._files()])
+        resumed = " (resumed)" if self.resumed else ""
+        records = f" ({self.records} records)" if self.records != self.lines else ""
+        head = (
+            f"pipeline {self.pipeline} batch {self.batch_id}{resumed}: "
+            f"{len(self.files)} files, {self.lines} lines{records} = {self.messages} messages + "
+            f"{self.dead_lettered} dead-lettered"
+        )
+        lines = [head]
+        lines += [f"  counts do not add up: {problem}" for problem in self.unaccounted()]
+        if self.dry_run:
             lines.append(
-                f"  {name}{' (created)' if t.created else ''}: {t.messages} messages -> "
-                f"inserted {t.inserted}, updated {t.updated}, deleted {t.deleted}; "
-                f"skipped: superseded {t.superseded}, older {t.older}, "
-                f"delete of absent key {t.deleted_absent}; dead-lettered {t.dead_lettered}"
-                + (f"; {t.key_changes} updates moved a row to another key" if t.key_changes else "")
-                + (f"; deletes ignored {t.deletes_ignored}" if t.deletes_ignored else "")
-                + (
-                    f"; {t.history_changes} changes placed in {t.history_table}"
-                    if t.history_table
-                    else ""
-                )
+                "  dry run: decoded and counted; no table, dead letter or checkpoint written"
             )
-            lines += [f"    {name}: {change}" for change in t.design_changes]
+        if self.replay is not None:
+            lines.append(f"  {_replay_line(self.replay)}")
+        if self.only_tables:
+            lines.append(
+                f"  only tables {', '.join(self.only_tables)}: files stay pending for a full run"
+            )
+        lines += [f"  not applied: {t} ({why})" for t, why in sorted(self.skipped_tables.items())]
+        if self.deferred_files:
+            lines.append(
+                f"  max files {self.max_files}: {self.deferred_files} new files left for later"
+            )
+        if self.freshness_ms is not None:
+            fresh = datetime.fromtimestamp(self.freshness_ms / 1000, UTC)
+            lines.append(f"  freshness: source events up to {fresh.isoformat()}")
+        lines += self._files(planned=True)
+        lines += self._message_notes()
+        for name in sorted(self.tables):
+            lines += _table_lines(name, self.tables[name], self.dry_run)
         for name in sorted(self.tables):
             lines += [f"    {name}: {line}" for line in _expectation_lines(self.tables[name])]
         if self.dead_letter_samples:
@@ -334,6 +304,40 @@ class RunSummary:
             )
             lines += [f"    {sample}" for sample in self.dead_letter_samples]
         return "\n".join(lines)
+
+
+def _table_lines(name: str, t: TableSummary, dry_run: bool) -> list[str]:
+    """What became of one table's messages, and the design changes made to it."""
+    created = " (created)" if t.created else ""
+    if t.source_dropped:
+        return [
+            f"  {name}: {t.messages} messages not applied: the source dropped the table "
+            "(the mirror is kept; a CREATE TABLE of that name resumes it)"
+        ]
+    if dry_run:
+        return [f"  {name}{' (would be created)' if t.created else ''}: {t.messages} changes"]
+    if t.append_only:
+        unkept = (
+            "; no history kept (history: scd2 needs a key; every row image is appended here)"
+            if t.history_table
+            else ""
+        )
+        return [
+            f"  {name}{created} (append-only: no key): {t.messages} messages -> appended "
+            f"{t.inserted}; deletes skipped {t.append_only_deletes}; dead-lettered "
+            f"{t.dead_lettered}{unkept}"
+        ]
+    notes = [f"; {t.key_changes} updates moved a row to another key" if t.key_changes else ""]
+    notes.append(f"; deletes ignored {t.deletes_ignored}" if t.deletes_ignored else "")
+    if t.history_table:
+        notes.append(f"; {t.history_changes} changes placed in {t.history_table}")
+    applied = (
+        f"  {name}{created}: {t.messages} messages -> "
+        f"inserted {t.inserted}, updated {t.updated}, deleted {t.deleted}; "
+        f"skipped: superseded {t.superseded}, older {t.older}, "
+        f"delete of absent key {t.deleted_absent}; dead-lettered {t.dead_lettered}"
+    )
+    return [applied + "".join(notes), *(f"    {name}: {c}" for c in t.design_changes)]
 
 
 def _expectation_lines(table: TableSummary) -> list[str]:
