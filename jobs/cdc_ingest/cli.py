@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdc_ingest.config import Config, ConfigError, load_config
+from cdc_ingest.config import Config, ConfigError, PipelineConfig, load_config
 from cdc_ingest.landing.zones import LandingError
 from cdc_ingest.run.options import OptionsError, RunOptions, add_arguments, parsed_options
 from cdc_ingest.run_environment import environ
@@ -248,6 +248,22 @@ def execute(
     except EnvironmentProblem as exc:
         return _fail(f"pipeline {pipeline.name}: {exc}")
 
+    if args.command == "maintain":
+        return _maintain(config, pipeline.name, args.json, sessions)
+    return _run(config, pipeline, options, sessions, started, args.json)
+
+
+def _run(
+    config: Config,
+    pipeline: PipelineConfig,
+    options: RunOptions,
+    sessions: SessionFactory,
+    started: datetime,
+    as_json: bool,
+) -> int:
+    """Apply the pipeline's pending files as one batch, under its locks; print its summary, or
+    fail in one line."""
+    from cdc_ingest.jars import EnvironmentProblem
     from cdc_ingest.landing.zones import list_landed
     from cdc_ingest.run.batch import DriverOutOfMemory, run_pipeline
     from cdc_ingest.run.options import RunRefused
@@ -261,8 +277,6 @@ def execute(
         pipeline_lock,
     )
 
-    if args.command == "maintain":
-        return _maintain(config, pipeline.name, args.json, sessions)
     runs = contextlib.ExitStack()
     try:
         # List before starting Spark so that a wrong landing zone fails in a second, not ten.
@@ -277,7 +291,7 @@ def execute(
                 started_at=started.isoformat(),
                 finished_at=datetime.now(UTC).isoformat(),
             )
-            return _print_summary(summary, args.json)
+            return _print_summary(summary, as_json)
         if not options.dry_run:
             # Taken before Spark starts: a run that must wait costs no JVM meanwhile.
             runs.enter_context(
@@ -315,7 +329,7 @@ def execute(
         return _engine_failure(config, pipeline.name, exc)
     finally:
         runs.close()
-    return _print_summary(summary, args.json)
+    return _print_summary(summary, as_json)
 
 
 def _print_summary(summary: RunSummary | MaintenanceSummary, as_json: bool) -> int:
