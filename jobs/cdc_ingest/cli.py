@@ -253,6 +253,18 @@ def execute(
     return _run(config, pipeline, options, sessions, started, args.json)
 
 
+def _nothing_new(pipeline: PipelineConfig, options: RunOptions, started: datetime) -> RunSummary:
+    """The summary of a run that found nothing to apply, made without starting Spark."""
+    return RunSummary(
+        pipeline=pipeline.name,
+        dry_run=options.dry_run,
+        only_tables=sorted(set(options.tables)),
+        max_files=options.max_files,
+        started_at=started.isoformat(),
+        finished_at=datetime.now(UTC).isoformat(),
+    )
+
+
 def _run(
     config: Config,
     pipeline: PipelineConfig,
@@ -283,15 +295,7 @@ def _run(
         listing = list_landed(pipeline.landing, file_format=pipeline.file_format)
         planned = pending_bytes(config, pipeline, options, listing)
         if planned == 0:
-            summary = RunSummary(
-                pipeline=pipeline.name,
-                dry_run=options.dry_run,
-                only_tables=sorted(set(options.tables)),
-                max_files=options.max_files,
-                started_at=started.isoformat(),
-                finished_at=datetime.now(UTC).isoformat(),
-            )
-            return _print_summary(summary, as_json)
+            return _print_summary(_nothing_new(pipeline, options, started), as_json)
         if not options.dry_run:
             # Taken before Spark starts: a run that must wait costs no JVM meanwhile.
             runs.enter_context(
