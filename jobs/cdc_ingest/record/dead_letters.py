@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEAD_LETTER_SAMPLES = 20
+KAFKA_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset")
 
 
 def write_dead_letters(
@@ -40,29 +41,15 @@ def write_dead_letters(
     if not summary.dead_lettered:
         return
     table = qualified(catalog, namespace, DEAD_LETTERS)
-    kafka = ("kafka_topic", "kafka_partition", "kafka_offset")
-    errors = batch.cached.where(F.col("_cdc_error").isNotNull()).select(
-        "_cdc_file_idx",
-        "_cdc_line",
-        "row_in_message",
-        F.col("_cdc_error").alias("reason"),
-        F.col("_cdc_source").alias("source_table"),
-        F.col("_cdc_target").alias("target_table"),
-        "raw",
-        *kafka,
-    )
-    if typing_errors:
-        typed = functools.reduce(DataFrame.unionByName, typing_errors)
-        lines = landed.select("_cdc_file_idx", "_cdc_line", "raw", *kafka)
-        errors = errors.unionByName(typed.join(lines, ["_cdc_file_idx", "_cdc_line"]))
     files = spark.createDataFrame(list(enumerate(summary.files)), "_cdc_file_idx int, file string")
-    letters = errors.join(F.broadcast(files), "_cdc_file_idx").select(
+    letters = _batch_errors(batch, landed, typing_errors).join(F.broadcast(files), "_cdc_file_idx")
+    letters = letters.select(
         F.lit(pipeline).alias("pipeline"),
         F.lit(batch.batch_id).cast("bigint").alias("batch_id"),
         "file",
         F.col("_cdc_line").alias("line"),
         F.col("row_in_message").alias("row"),
-        *kafka,
+        *KAFKA_COLUMNS,
         F.when(F.col("source_table") != "", F.col("source_table")).alias("source_table"),
         F.when(F.col("target_table") != "", F.col("target_table")).alias("target_table"),
         "reason",
@@ -70,22 +57,7 @@ def write_dead_letters(
         F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp").alias("recorded_at"),
     )
     if only_new:
-        recorded = (
-            spark.table(table)
-            .where(F.col("pipeline") == pipeline)
-            .select(
-                F.col("file").alias("_file"),
-                F.col("line").alias("_line"),
-                F.coalesce("row", F.lit(0)).alias("_row"),
-            )
-        )
-        letters = letters.join(
-            recorded,
-            (F.col("file") == F.col("_file"))
-            & (F.col("line") == F.col("_line"))
-            & (F.coalesce(F.col("row"), F.lit(0)) == F.col("_row")),
-            "left_anti",
-        )
+        letters = _not_recorded(spark.table(table), pipeline, letters)
     letters = letters.localCheckpoint(eager=True)
     samples = (
         letters.orderBy("file", "line", "row")
@@ -111,6 +83,43 @@ def write_dead_letters(
         .option("snapshot-property.cdc.pipeline", pipeline)
         .option("snapshot-property.cdc.batch-id", str(batch.batch_id))
         .append()
+    )
+
+
+def _batch_errors(batch: Batch, landed: DataFrame, typing_errors: list[DataFrame]) -> DataFrame:
+    """Every line of the batch that could not be applied, with its reason: decode errors from
+    the cached batch, typing errors with their lines read again from ``landed``."""
+    errors = batch.cached.where(F.col("_cdc_error").isNotNull()).select(
+        "_cdc_file_idx",
+        "_cdc_line",
+        "row_in_message",
+        F.col("_cdc_error").alias("reason"),
+        F.col("_cdc_source").alias("source_table"),
+        F.col("_cdc_target").alias("target_table"),
+        "raw",
+        *KAFKA_COLUMNS,
+    )
+    if typing_errors:
+        typed = functools.reduce(DataFrame.unionByName, typing_errors)
+        lines = landed.select("_cdc_file_idx", "_cdc_line", "raw", *KAFKA_COLUMNS)
+        errors = errors.unionByName(typed.join(lines, ["_cdc_file_idx", "_cdc_line"]))
+    return errors
+
+
+def _not_recorded(recorded: DataFrame, pipeline: str, letters: DataFrame) -> DataFrame:
+    """``letters`` but those any batch of the pipeline recorded (same file, line and row) in
+    ``recorded``, the dead-letter table."""
+    kept = recorded.where(F.col("pipeline") == pipeline).select(
+        F.col("file").alias("_file"),
+        F.col("line").alias("_line"),
+        F.coalesce("row", F.lit(0)).alias("_row"),
+    )
+    return letters.join(
+        kept,
+        (F.col("file") == F.col("_file"))
+        & (F.col("line") == F.col("_line"))
+        & (F.coalesce(F.col("row"), F.lit(0)) == F.col("_row")),
+        "left_anti",
     )
 
 
