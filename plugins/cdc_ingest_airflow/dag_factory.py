@@ -182,37 +182,7 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         check = ShortCircuitOperator(
             task_id=CHECK_TASK_ID, python_callable=has_work, op_kwargs=where
         )
-        apply = IngestSparkSubmitOperator(
-            task_id=TASK_ID,
-            aws_conn_id=pipeline.aws_conn_id,
-            catalog=config.catalog,
-            # One asset event per table the batch changed (cdc_ingest_airflow.assets).
-            config_path=config_path,
-            pipeline_name=pipeline.name,
-            namespace=pipeline.namespace,
-            application=str(application),
-            application_args=[
-                "run",
-                "--config",
-                config_path,
-                "--pipeline",
-                pipeline.name,
-                *PARAM_ARGS,
-            ],
-            conn_id=config.spark.conn_id,
-            engine_conn_id=config.spark.engine_conn_id,
-            jars=jars_template(config),
-            conf=spark_conf(config),
-            # The ingest task is the Spark job's OpenLineage parent run.
-            openlineage_inject_parent_job_info=config.lineage is not None,
-            openlineage_inject_transport_info=bool(config.lineage and not config.lineage.transport),
-            env_vars=env_vars(),
-            name=f"cdc-ingest-{pipeline.name}",
-            verbose=False,
-            # Backfill runs do not count towards the DAG's max_active_runs (Airflow 3): this
-            # keeps a backfill's batch and a scheduled batch of one pipeline from overlapping.
-            max_active_tis_per_dag=1,
-        )
+        apply = _apply_task(config, pipeline, config_path, application)
         summary = PythonOperator(
             task_id=SUMMARY_TASK_ID,
             python_callable=report,
@@ -223,6 +193,44 @@ def build_dag(config: Config, pipeline: PipelineConfig) -> DAG:
         )
         check >> apply >> summary
     return dag
+
+
+def _apply_task(
+    config: Config, pipeline: PipelineConfig, config_path: str, application: Path
+) -> IngestSparkSubmitOperator:
+    """The ``apply_batch`` task: the job, spark-submitted (or sent to a warm engine) with the
+    DAG run's Params as its flags."""
+    return IngestSparkSubmitOperator(
+        task_id=TASK_ID,
+        aws_conn_id=pipeline.aws_conn_id,
+        catalog=config.catalog,
+        # One asset event per table the batch changed (cdc_ingest_airflow.assets).
+        config_path=config_path,
+        pipeline_name=pipeline.name,
+        namespace=pipeline.namespace,
+        application=str(application),
+        application_args=[
+            "run",
+            "--config",
+            config_path,
+            "--pipeline",
+            pipeline.name,
+            *PARAM_ARGS,
+        ],
+        conn_id=config.spark.conn_id,
+        engine_conn_id=config.spark.engine_conn_id,
+        jars=jars_template(config),
+        conf=spark_conf(config),
+        # The ingest task is the Spark job's OpenLineage parent run.
+        openlineage_inject_parent_job_info=config.lineage is not None,
+        openlineage_inject_transport_info=bool(config.lineage and not config.lineage.transport),
+        env_vars=env_vars(),
+        name=f"cdc-ingest-{pipeline.name}",
+        verbose=False,
+        # Backfill runs do not count towards the DAG's max_active_runs (Airflow 3): this
+        # keeps a backfill's batch and a scheduled batch of one pipeline from overlapping.
+        max_active_tis_per_dag=1,
+    )
 
 
 # The Spark connection a pipelines file names by default (``spark.conn_id: spark_local``).
