@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -177,6 +178,15 @@ def _read_pipeline(
         return
     batches = rows(BATCHES, BATCH_FIELDS)
     _batches(batches, status, now)
+    _table_rows(catalog, pipeline, status)
+    if not status.tables:
+        status.problems.append(f"no tables yet: no batch of {pipeline.name} wrote a table")
+    _recent_records(rows, status)
+
+
+def _table_rows(catalog: Any, pipeline: PipelineConfig, status: PipelineStatus) -> None:
+    """Whether each table of ``status`` (and its history table) exists, and its live rows."""
+    namespace = pipeline.namespace
     existing = {ident[-1] for ident in catalog.list_tables(namespace)}
     histories = pipeline.tables.history_tables([t.name for t in status.tables])
     for table in status.tables:
@@ -186,8 +196,12 @@ def _read_pipeline(
         table.history = histories.get(table.name)
         if table.history is not None and table.history in existing:
             table.history_rows = _live_rows(catalog.load_table((namespace, table.history)))
-    if not status.tables:
-        status.problems.append(f"no tables yet: no batch of {pipeline.name} wrote a table")
+
+
+def _recent_records(
+    rows: Callable[[str, tuple[str, ...], str], list[dict[str, Any]]], status: PipelineStatus
+) -> None:
+    """The recent dead letters and DDL statements, newest first (``rows``: a table's rows)."""
     if status.last_batch is not None:
         oldest = status.last_batch.batch_id - DEAD_LETTER_BATCHES + 1
         letters = rows(
@@ -200,6 +214,7 @@ def _read_pipeline(
     ddl = rows(
         DDL_HISTORY,
         ("batch_id", "file", "line", "target_table", "statement", "status", "detail", "event_time"),
+        "",
     )
     ddl.sort(key=lambda r: (r["batch_id"], r["file"], r["line"] or 0), reverse=True)
     status.ddl_history = [
@@ -213,7 +228,6 @@ def _read_pipeline(
         )
         for r in ddl[:RECENT_DDL]
     ]
-
 
 def _batches(rows: list[dict[str, Any]], status: PipelineStatus, now: datetime) -> None:
     """Last batch, per-table counts of the newest batch touching each table, freshness."""
