@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from cdc_ingest import ordering, sql_text
 from cdc_ingest.contract import DELETE, DUPLICATE, EXCLUDED, UPSERT
 from cdc_ingest.schema.names import MAX_TABLE_NAME_BYTES, target_name
-from cdc_ingest.schema.routes import keys_with_source, routed_target, with_source_names
+from cdc_ingest.schema.routes import Route, keys_with_source, routed_target, with_source_names
 from cdc_ingest.sql_text import literal
 from cdc_ingest.state.lake import OffsetRange
 
@@ -132,51 +132,10 @@ def resolve_changes(
     error. Written as SQL text (``sql_text``): built call by call, these projections cost about
     800 py4j round trips per batch.
     """
-    # Keys and raw key values each get a projection of their own: every later use then reads a
-    # column instead of re-evaluating the lookup inside the (interpreted) lambda functions.
     if pipeline.routes:
-        # A routed row names its shard in columns of its own (schema/routes).
-        decoded = sql_text.select(
-            decoded,
-            [
-                f"{with_source_names(sql_text.name(c), pipeline.routes)} AS {sql_text.name(c)}"
-                if c in ("image", "key_values")
-                else sql_text.name(c)
-                for c in decoded.columns
-            ],
-        )
-    known = keys_with_source(f"coalesce({configured_keys(pipeline)}, key_names)", pipeline.routes)
-    if keyless_append_only:
-        known = f"coalesce({known}, CAST(array() AS ARRAY<STRING>))"
-    first = "element_at(_cdc_keys, 1)"
-    # Most tables have a one-column key: it skips the (interpreted) lambda function.
-    single = "size(_cdc_keys) = 1"
-    raw_key = (
-        f"CASE WHEN {single} THEN array(_first_key)"
-        f" ELSE transform(_cdc_keys, _k -> {_value('_k')}) END"
-    )
-    # An update whose before image holds another key moved the row: the old key is deleted
-    # (see apply.update_images). Canal's ``old`` holds only changed columns: the rest are as after.
-    updates = f"(kind = {literal(UPSERT)} AND before IS NOT NULL AND size(_cdc_keys) > 0)"
-    old_first = f"CASE WHEN {updates} THEN coalesce(element_at(before, {first}), _first_key) END"
-    old_value = (
-        "coalesce(element_at(before, _k), element_at(key_values, _k), element_at(image, _k))"
-    )
-    old_raw_key = (
-        f"CASE WHEN {updates} AND {single} THEN array(_old_first)"
-        f" WHEN {updates} THEN transform(_cdc_keys, _k -> {old_value}) END"
-    )
-    keyed = sql_text.with_columns(
-        decoded,
-        [
-            f"{known} AS _cdc_keys",
-            f"{_value(first)} AS _first_key",
-            f"{raw_key} AS _raw_key",
-            f"{old_first} AS _old_first",
-            f"{old_raw_key} AS _old_raw_key",
-        ],
-    )
-    moved = f"{updates} AND size(array_compact(_old_raw_key)) = size(_cdc_keys)"
+        decoded = _with_shard_names(decoded, pipeline.routes)
+    keyed = _with_keys(decoded, pipeline, keyless_append_only)
+    moved = f"{_UPDATES} AND size(array_compact(_old_raw_key)) = size(_cdc_keys)"
     # Equal key values are equal key texts: comparing the values spares rendering the old key's
     # text for every update that keeps its key.
     moved_away = f"({moved} AND NOT (_old_raw_key <=> _raw_key))"
@@ -215,6 +174,66 @@ def resolve_changes(
             " AS _cdc_old_key",
             f"CASE WHEN {moved_away} THEN map_from_arrays(_cdc_keys, _old_raw_key) END"
             " AS _cdc_old_key_values",
+        ],
+    )
+
+
+# Updates whose before image may name another key (``_with_keys``).
+_UPDATES = f"(kind = {literal(UPSERT)} AND before IS NOT NULL AND size(_cdc_keys) > 0)"
+
+
+def _with_shard_names(decoded: DataFrame, routes: tuple[Route, ...]) -> DataFrame:
+    """A routed row names its shard in columns of its own (``schema/routes``): its image and key
+    values get them."""
+    return sql_text.select(
+        decoded,
+        [
+            f"{with_source_names(sql_text.name(c), routes)} AS {sql_text.name(c)}"
+            if c in ("image", "key_values")
+            else sql_text.name(c)
+            for c in decoded.columns
+        ],
+    )
+
+
+def _with_keys(
+    decoded: DataFrame, pipeline: PipelineConfig, keyless_append_only: bool
+) -> DataFrame:
+    """The change's key columns (``_cdc_keys``), its raw key values and, for an update whose
+    before image holds another key, the old ones.
+
+    Keys and raw key values each get a projection of their own: every later use then reads a
+    column instead of re-evaluating the lookup inside the (interpreted) lambda functions.
+    """
+    known = keys_with_source(f"coalesce({configured_keys(pipeline)}, key_names)", pipeline.routes)
+    if keyless_append_only:
+        known = f"coalesce({known}, CAST(array() AS ARRAY<STRING>))"
+    first = "element_at(_cdc_keys, 1)"
+    # Most tables have a one-column key: it skips the (interpreted) lambda function.
+    single = "size(_cdc_keys) = 1"
+    raw_key = (
+        f"CASE WHEN {single} THEN array(_first_key)"
+        f" ELSE transform(_cdc_keys, _k -> {_value('_k')}) END"
+    )
+    # An update whose before image holds another key moved the row: the old key is deleted
+    # (see apply.update_images). Canal's ``old`` holds only changed columns: the rest are as after.
+    updates = _UPDATES
+    old_first = f"CASE WHEN {updates} THEN coalesce(element_at(before, {first}), _first_key) END"
+    old_value = (
+        "coalesce(element_at(before, _k), element_at(key_values, _k), element_at(image, _k))"
+    )
+    old_raw_key = (
+        f"CASE WHEN {updates} AND {single} THEN array(_old_first)"
+        f" WHEN {updates} THEN transform(_cdc_keys, _k -> {old_value}) END"
+    )
+    return sql_text.with_columns(
+        decoded,
+        [
+            f"{known} AS _cdc_keys",
+            f"{_value(first)} AS _first_key",
+            f"{raw_key} AS _raw_key",
+            f"{old_first} AS _old_first",
+            f"{old_raw_key} AS _old_raw_key",
         ],
     )
 
