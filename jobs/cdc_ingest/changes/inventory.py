@@ -136,9 +136,47 @@ HEARTBEAT_OPS = "'HEARTBEAT', 'MHEARTBEAT'"
 
 def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inventory:
     """Count the batch and list its target tables, in one pass that also caches the batch."""
+    inventory_rows = _inventory_rows(batch)
+    inventories: dict[str, TargetInventory] = {}
+    rows: dict[str, int] = {}
+    tableless, tableless_keys = 0, tuple[str, ...]()
+    sources: dict[str, set[str]] = {}
+    before_halves: set[str] = set()
+    sampled: dict[str, dict[int, int]] = {}
+    for row in inventory_rows:
+        stats.add(row)
+        if not _counted(row, summary):
+            continue
+        if row["sampled_for"] is not None:
+            files = sampled.setdefault(row["sampled_for"], {})
+            files[row["_cdc_file_idx"]] = files.get(row["_cdc_file_idx"], 0) + row["count"]
+        if row["before_half_of"]:
+            before_halves.add(row["before_half_of"])
+        if row["target"] is None:
+            if row["_cdc_kind"] == DELETE and row["keys"] is not None:
+                tableless += row["count"]
+                tableless_keys = tuple(row["keys"])
+            continue
+        rows[row["target"]] = rows.get(row["target"], 0) + row["count"]
+        sources.setdefault(row["target"], set()).add(row["source"] or "")
+        inv = inventories.setdefault(row["target"], TargetInventory(row["target"]))
+        inv.keys = inv.keys or tuple(row["keys"])
+        inv.unavailable = inv.unavailable or row["unavailable"]
+        inv.moves_keys = inv.moves_keys or row["moves_key"]
+        inv.add_columns(list(row["columns"] or []))
+        if row["hint"] is not None and row["hint"] not in inv.hints:
+            inv.hints.append(row["hint"])
+    summary.deletes_without_table = tableless
+    summary.merged_sources = _case_merges(sources)
+    return Inventory(inventories, rows, tableless, tableless_keys, before_halves, sampled)
+
+
+def _inventory_rows(batch: Batch) -> list[Row]:
+    """The batch's messages grouped by what the inventory counts of them: one job, which also
+    caches the batch."""
     ok = "_cdc_error IS NULL"
     is_change = f"({ok} AND _cdc_kind IN ({literal(UPSERT)}, {literal(DELETE)}))"
-    inventory_rows = sql_text.aggregate(
+    return sql_text.aggregate(
         batch.cached,
         [
             "_cdc_file_idx",
@@ -166,55 +204,30 @@ def take_inventory(batch: Batch, summary: RunSummary, stats: FileStats) -> Inven
             f"max(CASE WHEN {ok} THEN event_ms END) AS newest",
         ],
     ).collect()
-    inventories: dict[str, TargetInventory] = {}
-    rows: dict[str, int] = {}
-    tableless, tableless_keys = 0, tuple[str, ...]()
-    sources: dict[str, set[str]] = {}
-    before_halves: set[str] = set()
-    sampled: dict[str, dict[int, int]] = {}
-    for row in inventory_rows:
-        stats.add(row)
-        summary.records += row["count"]
-        if row["first_row"]:
-            summary.lines += row["count"]
-        if row["newest"] is not None:
-            summary.freshness_ms = max(summary.freshness_ms or 0, row["newest"])
-        if not row["ok"]:
-            summary.dead_lettered += row["count"]
-            continue
-        summary.messages += row["count"]
-        if row["sampled_for"] is not None:
-            files = sampled.setdefault(row["sampled_for"], {})
-            files[row["_cdc_file_idx"]] = files.get(row["_cdc_file_idx"], 0) + row["count"]
-        if row["_cdc_kind"] in (NOOP, DDL):
-            summary.no_row_change += row["count"]
-        if row["heartbeat"]:
-            summary.heartbeats += row["count"]
-        if row["_cdc_kind"] == DDL:
-            summary.ddl_recorded += row["count"]
-        elif row["_cdc_kind"] == DUPLICATE:
-            summary.already_applied += row["count"]
-        elif row["_cdc_kind"] == EXCLUDED:
-            summary.excluded_table_messages += row["count"]
-        if row["before_half_of"]:
-            before_halves.add(row["before_half_of"])
-        if row["target"] is None:
-            if row["_cdc_kind"] == DELETE and row["keys"] is not None:
-                tableless += row["count"]
-                tableless_keys = tuple(row["keys"])
-            continue
-        rows[row["target"]] = rows.get(row["target"], 0) + row["count"]
-        sources.setdefault(row["target"], set()).add(row["source"] or "")
-        inv = inventories.setdefault(row["target"], TargetInventory(row["target"]))
-        inv.keys = inv.keys or tuple(row["keys"])
-        inv.unavailable = inv.unavailable or row["unavailable"]
-        inv.moves_keys = inv.moves_keys or row["moves_key"]
-        inv.add_columns(list(row["columns"] or []))
-        if row["hint"] is not None and row["hint"] not in inv.hints:
-            inv.hints.append(row["hint"])
-    summary.deletes_without_table = tableless
-    summary.merged_sources = _case_merges(sources)
-    return Inventory(inventories, rows, tableless, tableless_keys, before_halves, sampled)
+
+
+def _counted(row: Row, summary: RunSummary) -> bool:
+    """Count a group of messages in the summary; whether they are messages (not dead letters)."""
+    summary.records += row["count"]
+    if row["first_row"]:
+        summary.lines += row["count"]
+    if row["newest"] is not None:
+        summary.freshness_ms = max(summary.freshness_ms or 0, row["newest"])
+    if not row["ok"]:
+        summary.dead_lettered += row["count"]
+        return False
+    summary.messages += row["count"]
+    if row["_cdc_kind"] in (NOOP, DDL):
+        summary.no_row_change += row["count"]
+    if row["heartbeat"]:
+        summary.heartbeats += row["count"]
+    if row["_cdc_kind"] == DDL:
+        summary.ddl_recorded += row["count"]
+    elif row["_cdc_kind"] == DUPLICATE:
+        summary.already_applied += row["count"]
+    elif row["_cdc_kind"] == EXCLUDED:
+        summary.excluded_table_messages += row["count"]
+    return True
 
 
 def _case_merges(sources: dict[str, set[str]]) -> dict[str, list[str]]:
