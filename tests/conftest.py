@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -79,6 +80,8 @@ class Lake:
     # The pipelines file's catalog section; None: a SQLite catalog file and a local warehouse.
     catalog_section: dict[str, Any] | None = None
     kind: str = "jdbc+file"
+    # The write policy of this lake's runs (``apply/write_policy``); None: the defaults.
+    writes: Any = None
 
     @property
     def config_path(self) -> Path:
@@ -135,10 +138,17 @@ class Lake:
         from cdc_ingest.run.options import RunOptions
 
         config = load_config(self.config_path)
-        summary = run_pipeline(self.spark, config, pipeline, RunOptions(**options))
+        summary = run_pipeline(self.spark, config, pipeline, RunOptions(**options), self.writes)
         # Every run of the suite checks that each record's fate is counted exactly once.
         assert summary.unaccounted() == [], summary.render()
         return summary
+
+    def route_at(self, **sizes: int) -> None:
+        """Take this lake's write routes at a test's sizes (``WritePolicy``'s fields), for the
+        runs that follow: a table of two rows is then, say, merged rather than rewritten."""
+        from cdc_ingest.apply.write_policy import WritePolicy
+
+        self.writes = dataclasses.replace(self.writes or WritePolicy(), **sizes)
 
     def table(self, name: str, namespace: str = "ods") -> Any:
         from cdc_ingest.config import load_config

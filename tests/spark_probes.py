@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 
@@ -25,21 +27,17 @@ def count_local_checkpoints(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 # The paths a group's tables are written by: small tables are rewritten through pyiceberg; with
-# REWRITTEN_ROWS=0 every one is merged by Spark. A group of few changes is collected by the job
-# that classifies it; with CHUNK_ROWS=2 it is kept in a local checkpoint and its tables' rows
-# collected in chunks.
+# rewritten_rows=0 every one is merged by Spark. A group of few changes is collected by the job
+# that classifies it; with chunk_rows=2 it is kept in a local checkpoint and its tables' rows
+# collected in chunks (``WritePolicy``).
 GROUP_WRITE_PATHS = [(None, None), (0, None), (None, 2)]
 
 
-def use_group_write_path(
-    monkeypatch: pytest.MonkeyPatch, rewritten_rows: int | None, chunk_rows: int | None
-) -> int:
-    """Take one of ``GROUP_WRITE_PATHS``; returns how many local checkpoints a batch of one group
-    then makes (the batch's, and the group's if it is not collected)."""
-    from cdc_ingest.apply import existing_tables, fresh_tables
-
+def use_group_write_path(lake: Any, rewritten_rows: int | None, chunk_rows: int | None) -> int:
+    """Take one of ``GROUP_WRITE_PATHS`` for the lake's runs; returns how many local checkpoints
+    a batch of one group then makes (the batch's, and the group's if it is not collected)."""
     if rewritten_rows is not None:
-        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", rewritten_rows)
+        lake.route_at(rewritten_rows=rewritten_rows)
     if chunk_rows is not None:
-        monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
+        lake.route_at(chunk_rows=chunk_rows)
     return 2 if chunk_rows else 1

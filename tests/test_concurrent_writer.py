@@ -18,9 +18,9 @@ from conftest import Lake
 def test_a_row_another_writer_changed_after_the_classification_is_not_overwritten(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdc_ingest.apply import existing_tables, keyed
+    from cdc_ingest.apply import keyed
 
-    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 1)  # merged alone, not rewritten
+    lake.route_at(rewritten_rows=1)  # merged alone, not rewritten
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
     lake.land("shop", "001b.json", [canal_message("orders", "INSERT", {"id": 2, "v": "x"}, 2)])
@@ -46,7 +46,7 @@ def test_a_row_another_writer_changed_after_the_classification_is_not_overwritte
 def test_inserts_after_another_writers_commit_are_merged_not_appended(
     lake: Lake, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
-    from cdc_ingest.apply import existing_tables, fresh_tables, keyed
+    from cdc_ingest.apply import fresh_tables, keyed
 
     module: Any = keyed
     counts = "action_counts"
@@ -54,9 +54,9 @@ def test_inserts_after_another_writers_commit_are_merged_not_appended(
     # alone).
     items = [canal_message("items", "INSERT", {"id": 1, "v": "i"}, 3)] if path == "a group" else []
     if path == "one table":
-        monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 2)  # applied by keyed.apply_table
+        lake.route_at(group_rows=2)  # applied by keyed.apply_table
     else:
-        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 1)  # written, not rewritten
+        lake.route_at(rewritten_rows=1)  # written, not rewritten
         module, counts = fresh_tables, "arrow_action_counts"
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])

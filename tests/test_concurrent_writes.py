@@ -17,15 +17,14 @@ from canal_messages import outcomes, row_message
 NAMES = ("orders", "items", "stock")
 # How three tables of three rows are applied: merged in a group (none small enough to be
 # rewritten), or each alone (none fitting a group).
-MERGED_IN_A_GROUP = ("existing_tables", "REWRITTEN_ROWS")
-APPLIED_ALONE = ("fresh_tables", "GROUP_ROWS")
+MERGED_IN_A_GROUP = "rewritten_rows"
+APPLIED_ALONE = "group_rows"
 
 
-def _three_tables(lake: Any, monkeypatch: Any, path: tuple[str, str]) -> None:
+def _three_tables(lake: Any, path: str) -> None:
     """Three tables holding rows, each with an update and a delete in the second batch, applied
-    by ``path``."""
-    module, setting = path
-    monkeypatch.setattr(importlib.import_module(f"cdc_ingest.apply.{module}"), setting, 0)
+    by ``path`` (the write policy's size set to 0)."""
+    lake.route_at(**{path: 0})
     lake.add_pipeline("shop", "canal-json")
     first = [
         row_message(name, "INSERT", {"id": key, "v": f"{name}{key}"}, 10 + key)
@@ -84,11 +83,11 @@ def test_tables_merged_by_spark_are_written_at_once_each_with_its_own_counts(lak
     from cdc_ingest.apply import existing_tables, fresh_tables
     from cdc_ingest.arrow_frames import collect_arrow
 
-    _three_tables(lake, monkeypatch, MERGED_IN_A_GROUP)
+    _three_tables(lake, MERGED_IN_A_GROUP)
     pools = _merges_meeting(monkeypatch, existing_tables)
     # Too large to be rewritten, so their rows are not collected to the driver for it (the
-    # classification of more than CHUNK_ROWS changes is not collected whole).
-    monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", 2)
+    # classification of more than chunk_rows changes is not collected whole).
+    lake.route_at(chunk_rows=2)
     collected: list[int] = []
 
     def counted(frame: Any) -> Any:
@@ -117,7 +116,7 @@ def test_tables_applied_alone_are_applied_at_once_tombstones_one_commit_at_a_tim
     from cdc_ingest.apply import keyed
     from cdc_ingest.apply.keyed_writes import append_tombstones
 
-    _three_tables(lake, monkeypatch, APPLIED_ALONE)
+    _three_tables(lake, APPLIED_ALONE)
     pools = _merges_meeting(monkeypatch, keyed)
     # The three reach their tombstones together (the barrier): without one commit at a time,
     # their appends would overlap.
@@ -160,7 +159,7 @@ def test_a_table_whose_merge_is_refused_is_dead_lettered_while_the_others_are_wr
     from cdc_ingest.apply.keyed_writes import merge_target
     from pyspark.errors import AnalysisException
 
-    _three_tables(lake, monkeypatch, path)
+    _three_tables(lake, path)
 
     def refusing_items(spark: Any, classified: Any, target: Any, *args: Any, **kwargs: Any) -> None:
         if target.name == "items":

@@ -23,7 +23,6 @@ def _tombstones(lake: Any) -> list[tuple[str, int]]:
     ("lake", "chunk_rows"), [(JDBC_FILE, None), (REST_S3, None), (JDBC_FILE, 2)], indirect=["lake"]
 )
 def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk_rows, monkeypatch):
-    from cdc_ingest.apply import fresh_tables
 
     lake.add_pipeline("shop", "canal-json")
     lake.land(
@@ -57,7 +56,7 @@ def test_existing_tables_classified_together_keep_their_own_outcomes(lake, chunk
     )
     checkpoints = count_local_checkpoints(monkeypatch)
     if chunk_rows:
-        monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
+        lake.route_at(chunk_rows=chunk_rows)
 
     second = lake.run("shop")
 
@@ -183,10 +182,9 @@ def test_a_small_table_rewritten_batch_after_batch_keeps_two_manifests(lake):
     assert lake.rows("orders") == [{"id": 1, "v": "a5"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
 
 
-def test_a_table_larger_than_a_rewrite_is_merged(lake, monkeypatch):
-    from cdc_ingest.apply import existing_tables
+def test_a_table_larger_than_a_rewrite_is_merged(lake):
 
-    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 2)
+    lake.route_at(rewritten_rows=2)
     _two_small_tables(lake)
 
     lake.run("shop")
@@ -288,7 +286,7 @@ def test_small_tables_are_read_for_their_classification_without_a_spark_scan(lak
     assert lake.rows("orders") == [{"id": 1, "v": "a2"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
 
     # Past the rows a group reads into the driver, the next table is read by Spark.
-    monkeypatch.setattr(existing_tables, "READ_ROWS", 1)
+    lake.route_at(read_rows=1)
     lake.land(
         "shop",
         "003.json",

@@ -35,9 +35,9 @@ def _canal(
 
 
 @pytest.fixture(autouse=True)
-def merged_not_rewritten(monkeypatch: pytest.MonkeyPatch) -> None:
+def merged_not_rewritten(lake: Lake) -> None:
     """The tables here stand for large ones: merged, not rewritten whole by pyiceberg."""
-    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 50)
+    lake.route_at(rewritten_rows=50)
 
 
 @pytest.fixture
@@ -64,16 +64,15 @@ def spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
 
 @pytest.fixture
 def path_taken(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, lake: Lake
 ) -> tuple[str, list[str]]:
     """The apply path a parametrized test runs ("one table": ``keyed.apply_table``; "a group":
     ``existing_tables``, each table it writes recorded in the list returned)."""
-    from cdc_ingest.apply import fresh_tables
 
     path: str = request.param
     written: list[str] = []
     if path == "one table":
-        monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 2)  # applied by keyed.apply_table
+        lake.route_at(group_rows=2)  # applied by keyed.apply_table
     else:
         write_small = existing_tables.ExistingGroup.write_small
 
@@ -359,10 +358,10 @@ def test_tombstones_are_broadcast_to_the_changes_and_merged_through_a_bloom_filt
 def test_a_tables_changes_are_collapsed_in_the_partitions_of_their_join_with_its_rows(
     lake: Lake, spied: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdc_ingest.apply import fresh_tables, keyed
+    from cdc_ingest.apply import keyed
     from cdc_ingest.run import batch
 
-    monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 10)  # applied by keyed.apply_table
+    lake.route_at(group_rows=10)  # applied by keyed.apply_table
     # A partition per file and no join broadcast by size, as a large batch into a large table
     # has: a tiny one is one partition, which any collapse reads without an exchange.
     monkeypatch.setattr(batch, "ONE_PARTITION", 0)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cdc_ingest.apply import fresh_tables
 from cdc_ingest.apply.fresh_tables import GROUP_COLUMNS, FreshTable, fresh_groups
 from cdc_ingest.apply.group_layout import group_layout
 from cdc_ingest.contract import ColumnType
@@ -56,9 +55,9 @@ def _new_tables_batch() -> list[Any]:
 @pytest.mark.parametrize(
     ("lake", "chunk_rows"), [(JDBC_FILE, None), (REST_S3, None), (JDBC_FILE, 2)], indirect=["lake"]
 )
-def test_new_tables_of_one_batch_keep_their_own_outcomes(lake, chunk_rows, monkeypatch):
+def test_new_tables_of_one_batch_keep_their_own_outcomes(lake, chunk_rows):
     if chunk_rows:
-        monkeypatch.setattr(fresh_tables, "CHUNK_ROWS", chunk_rows)
+        lake.route_at(chunk_rows=chunk_rows)
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", _new_tables_batch())
 

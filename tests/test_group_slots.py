@@ -32,7 +32,7 @@ def _rows(lake: Any, name: str, *columns: str) -> dict[int, tuple[Any, ...]]:
 def test_tables_of_their_own_columns_are_classified_together(
     lake, rewritten_rows, chunk_rows, monkeypatch
 ):
-    grouped = use_group_write_path(monkeypatch, rewritten_rows, chunk_rows)
+    grouped = use_group_write_path(lake, rewritten_rows, chunk_rows)
     lake.add_pipeline("shop", "canal-json")
     lake.land(
         "shop",

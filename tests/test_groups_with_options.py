@@ -30,7 +30,7 @@ def _tombstones(lake: Any) -> list[tuple[str, str, int]]:
 def test_soft_delete_tables_classified_together_flag_move_and_revive_rows(
     lake, rewritten_rows, chunk_rows, monkeypatch
 ):
-    grouped = use_group_write_path(monkeypatch, rewritten_rows, chunk_rows)
+    grouped = use_group_write_path(lake, rewritten_rows, chunk_rows)
     lake.add_pipeline("shop", "canal-json", deletes="soft")
     lake.land(
         "shop",
@@ -196,10 +196,9 @@ def test_tables_ignoring_deletes_classified_together_count_them_and_keep_rows(la
 
 @pytest.mark.parametrize("rewritten_rows", [None, 0])
 def test_tables_computing_columns_classified_together(lake, rewritten_rows, monkeypatch):
-    from cdc_ingest.apply import existing_tables
 
     if rewritten_rows is not None:
-        monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", rewritten_rows)
+        lake.route_at(rewritten_rows=rewritten_rows)
     computed = {"*": {"computed_columns": {"shout": "upper(v)", "next_id": "id + 1"}}}
     lake.add_pipeline("shop", "canal-json", table_options=computed)
     lake.land(

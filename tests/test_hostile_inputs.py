@@ -101,13 +101,12 @@ def _event(n: int, **values: Any) -> str:
 
 
 @pytest.mark.parametrize("alone", [False, True], ids=["in a group", "alone"])
-def test_a_date_past_year_9999_is_a_dead_letter_on_every_write_route(lake, monkeypatch, alone):
+def test_a_date_past_year_9999_is_a_dead_letter_on_every_write_route(lake, alone):
     """Issue 65, 3: pyiceberg's file statistics ended the run with OverflowError; Spark stored
     the value. Python's and most readers' dates end at 9999-12-31: every route dead-letters it."""
-    from cdc_ingest.apply import fresh_tables
 
     if alone:
-        monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 2)
+        lake.route_at(group_rows=2)
     last = "9999-12-31T23:59:59.999999Z"
     lines = [
         _event(1, at=253402300799999999, day=2932896, zoned=last),  # the last instant that fits

@@ -24,11 +24,11 @@ def _insert(row: dict[str, object]) -> str:
 def test_a_column_named_with_a_backtick(lake, monkeypatch, alone):
     """In a table applied in a group, and in one applied by a plan of its own (where the real
     run failed, with 100,000 changes: here the group's row limit is lowered instead)."""
-    from cdc_ingest.apply import alone_tables, batch, fresh_tables
+    from cdc_ingest.apply import alone_tables, batch
 
     plain, applied_alone = 20, list[str]()
     if alone:
-        monkeypatch.setattr(fresh_tables, "GROUP_ROWS", plain)
+        lake.route_at(group_rows=plain)
 
     def spied(ctx, tables, *args, **kwargs):
         applied_alone.extend(t.target.name for t in tables)

@@ -58,10 +58,9 @@ def test_one_small_table_is_rewritten_without_a_delete_file(lake):
     ] == [("orders", 2)]
 
 
-def test_one_table_larger_than_a_rewrite_is_merged_alone(lake, monkeypatch):
-    from cdc_ingest.apply import existing_tables
+def test_one_table_larger_than_a_rewrite_is_merged_alone(lake):
 
-    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 2)
+    lake.route_at(rewritten_rows=2)
 
     got = _one_table_two_batches(lake)
 

@@ -41,12 +41,11 @@ def rows(lake):
     return lake.rows(TABLE, "id", "owner", "balance")
 
 
-def test_insert_update_delete_across_batches_are_row_level_changes(pipe, fmt, monkeypatch):
-    from cdc_ingest.apply import existing_tables
+def test_insert_update_delete_across_batches_are_row_level_changes(pipe, fmt):
 
     # As a table larger than a rewrite: merged (a small one is rewritten whole by pyiceberg,
     # tests/test_one_small_table.py).
-    monkeypatch.setattr(existing_tables, "REWRITTEN_ROWS", 1)
+    pipe.route_at(rewritten_rows=1)
     c = Changes(fmt)
     pipe.land("accounts", "001.json", [c.insert(ALICE, 1000), c.insert(BOB, 1001)])
     s1 = pipe.run("accounts")

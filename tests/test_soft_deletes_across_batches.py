@@ -81,14 +81,12 @@ def _mirrored(lake: Any, pipeline: str, table: str, *values: str) -> dict[int, t
 
 @pytest.mark.parametrize(("rewritten_rows", "chunk_rows"), [*GROUP_WRITE_PATHS, ALONE])
 def test_soft_deletes_give_one_mirror_however_the_files_are_batched(
-    lake, rewritten_rows, chunk_rows, monkeypatch
+    lake, rewritten_rows, chunk_rows
 ):
     if rewritten_rows == "alone":
-        from cdc_ingest.apply import fresh_tables
-
-        monkeypatch.setattr(fresh_tables, "GROUP_ROWS", 0)
+        lake.route_at(group_rows=0)
     else:
-        use_group_write_path(monkeypatch, rewritten_rows, chunk_rows)
+        use_group_write_path(lake, rewritten_rows, chunk_rows)
 
     _run_groupings(lake, "canal-json", CANAL_FILES)
 
@@ -112,10 +110,8 @@ def _widened(message: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("rewritten_rows", "chunk_rows"), [(None, None), (None, 2)])
-def test_a_wide_tables_soft_deletes_keep_every_columns_last_value(
-    lake, rewritten_rows, chunk_rows, monkeypatch
-):
-    use_group_write_path(monkeypatch, rewritten_rows, chunk_rows)
+def test_a_wide_tables_soft_deletes_keep_every_columns_last_value(lake, rewritten_rows, chunk_rows):
+    use_group_write_path(lake, rewritten_rows, chunk_rows)
 
     _run_groupings(lake, "canal-json", [[_widened(m) for m in f] for f in CANAL_FILES])
 

@@ -1,6 +1,6 @@
 """Tables applied each by a plan of its own, several at once, and what a table's refusal costs.
 
-A table is applied alone when it does not fit a group (``fresh_tables.fits_a_group``: 100,000
+A table is applied alone when it does not fit a group (``WritePolicy.fits_a_group``: 100,000
 changes or more, keys moved, values not sent, refused columns): its typing, collapse,
 classification and MERGE are Spark jobs of its own, whose driver work (planning, Iceberg's scan
 planning and commits) leaves cores idle that another table's jobs fill. So such tables are applied

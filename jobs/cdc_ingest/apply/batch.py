@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply import existing_tables
 from cdc_ingest.apply.alone_tables import (
     REFUSED,
     AloneTable,
@@ -24,15 +23,11 @@ from cdc_ingest.apply.alone_tables import (
     refuse_table,
     why,
 )
-from cdc_ingest.apply.existing_tables import (
-    ExistingGroup,
-    applies_existing,
-    existing_groups,
-    write_group,
-)
-from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, applies_fresh, fresh_groups
+from cdc_ingest.apply.existing_tables import ExistingGroup, existing_groups, write_group
+from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, fresh_groups
 from cdc_ingest.apply.segmented import TableContext, apply_with_ddl
 from cdc_ingest.apply.update_images import pair_before_halves
+from cdc_ingest.apply.write_policy import WritePolicy
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.evolution import REFUSED as STATEMENT_REFUSED
 from cdc_ingest.schema.evolution import PolicyDecision, SchemaChangeHeld, ignored_rows
@@ -89,6 +84,7 @@ def apply_all_tables(
     appends: bool = True,
     arrow: ArrowCatalog | None = None,
     decision: PolicyDecision | None = None,
+    writes: WritePolicy | None = None,
 ) -> list[DataFrame]:
     """Prepare every target table and apply its changes and statements; returns typing errors.
 
@@ -104,6 +100,7 @@ def apply_all_tables(
     """
     pipeline = config.pipeline(pipeline_name)
     decision = decision or PolicyDecision()
+    writes = writes or WritePolicy()
     is_change = F.col("_cdc_error").isNull() & F.col("_cdc_kind").isin(UPSERT, DELETE)
     dead: list[DataFrame] = []
     changes = batch.cached.where(is_change)
@@ -132,6 +129,7 @@ def apply_all_tables(
         arrow,
         batch.landed_ms,
         _writer(config, pipeline),
+        writes,
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].stream_key)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
@@ -181,19 +179,15 @@ def apply_all_tables(
             else:
                 target, created = _prepare(ctx, base, deferred=True)
                 tombstoned = ctx.tombstone_index.holds(name)
-                # A table that keeps history is applied alone: its history follows its commit.
-                # So is one with expectations: its checks see its columns by their own names.
-                alone_only = name in fan_out or target.history is not None
-                alone_only = alone_only or bool(target.expectations)
-                together = applies_fresh(target, created, tombstoned, rows)
-                if together and not alone_only:
+                route = writes.route(
+                    target, created, rows, tombstoned, ctx.resumed, fanned_out=name in fan_out
+                )
+                if route == "fresh group":
                     fresh.append(FreshTable(target, rows))  # applied below, with the others
                     continue
                 if ctx.arrow is not None:
                     ctx.arrow.create_pending(target.identifier)  # Spark applies it
-                # A resumed batch takes each table's counts from its first attempt (apply_table).
-                shares = applies_existing(target, created, rows) and not ctx.resumed
-                if shares and not alone_only:
+                if route == "existing group":
                     holding.append(FreshTable(target, rows))
                     continue
                 alone.append(AloneTable(target, created, rows, mine, name in fan_out))
@@ -266,12 +260,12 @@ def _apply_group(
     can take them), its failure its own; one tombstones commit for the group."""
     spark = ctx.spark
     arrow = ctx.arrow
-    if len(members) == 1 and not _through_pyiceberg(arrow, members[0], created):
+    if len(members) == 1 and not _through_pyiceberg(ctx, members[0], created):
         return _apply_alone(ctx, members[0], created, changes, summary)
     group = (
-        FreshGroup(spark, members, ctx.batch)
+        FreshGroup(spark, members, ctx.batch, ctx.writes)
         if created
-        else ExistingGroup(spark, members, ctx.batch, ctx.tombstone_index, arrow)
+        else ExistingGroup(spark, members, ctx.batch, ctx.writes, ctx.tombstone_index, arrow)
     )
     dead: list[DataFrame] = []
     try:
@@ -312,14 +306,15 @@ def _apply_group(
     return dead
 
 
-def _through_pyiceberg(arrow: ArrowCatalog | None, table: FreshTable, created: bool) -> bool:
+def _through_pyiceberg(ctx: TableContext, table: FreshTable, created: bool) -> bool:
     """Whether a table alone in its group is still classified as a group, for pyiceberg to
     write it: a group of one shares no plan, but pyiceberg appends a created table's rows and
     rewrites a small one's for a tenth of what a Spark append or MERGE costs (the Spark jobs a
     small batch into a small table mostly paid; performance.md, "Figures behind the code")."""
+    arrow = ctx.arrow
     if arrow is None or not arrow.available:
         return False
-    return created or arrow.rewritable(table.target.identifier, existing_tables.REWRITTEN_ROWS)
+    return created or arrow.rewritable(table.target.identifier, ctx.writes.rewritten_rows)
 
 
 def _apply_alone(

@@ -10,7 +10,7 @@ pyiceberg into one local relation, the others by one SQL statement, so that thre
 cost one analysis, not a growing plan per table) and with their tombstones,
 then counted in one job (``FreshGroup``'s: a group of few changes is collected and counted in the
 driver). Each table is still written by a commit of its own, carrying its counts, from the
-materialized classification: a small one (at most ``REWRITTEN_ROWS`` rows, no delete
+materialized classification: a small one (at most ``rewritten_rows`` rows, no delete
 files) rewritten whole through pyiceberg from the group's changes collected as Arrow in one job
 (``snapshots/copy_on_write``), any other merged (appended where it only gains keys:
 ``keyed.inserts_only``), several at once (``concurrent_writes``). The group's tombstones are
@@ -38,7 +38,6 @@ from cdc_ingest.apply.fresh_tables import (
     TARGET,
     FreshGroup,
     FreshTable,
-    fits_a_group,
     fresh_groups,
 )
 from cdc_ingest.apply.keyed import (
@@ -72,16 +71,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdc_ingest.apply.write_policy import WritePolicy
     from cdc_ingest.schema.target import TargetTable
     from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import TableSummary
 
-# A table of at most this many rows is rewritten whole through pyiceberg, which costs less than
-# the job, tasks and row-level planning any MERGE pays, however small: larger ones are merged.
-REWRITTEN_ROWS = 100_000
-# The rows of a group's tables read into the driver for their classification, at most (the rest
-# of the group's tables are read by Spark).
-READ_ROWS = 1_000_000
 
 
 def _named_rows(rows: pa.Table, name: str, keys: tuple[str, ...]) -> pa.Table:
@@ -99,12 +93,6 @@ def _named_rows(rows: pa.Table, name: str, keys: tuple[str, ...]) -> pa.Table:
     # table's files (Spark's or its own): the group's tables must agree to be concatenated.
     columns = [c.cast(small_offsets(c.type)) for c in columns]
     return pa.Table.from_arrays(columns, names=names)
-
-
-def applies_existing(target: TargetTable, created: bool, rows: int) -> bool:
-    """Whether a prepared table can be classified with others: one that held rows before the
-    batch and fits a group (``fresh_tables.fits_a_group``)."""
-    return not created and fits_a_group(target, rows)
 
 
 def existing_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
@@ -126,6 +114,7 @@ class ExistingGroup(FreshGroup):
         spark: the session.
         tables: the group (see ``existing_groups``).
         batch: the batch.
+        writes: the run's write policy (``write_policy``).
         tombstone_index: the batch's index of the tables with tombstones.
         arrow: pyiceberg's view of the catalog, which reads and rewrites small tables.
     """
@@ -135,10 +124,11 @@ class ExistingGroup(FreshGroup):
         spark: SparkSession,
         tables: list[FreshTable],
         batch: PipelineBatch,
+        writes: WritePolicy,
         tombstone_index: TombstoneIndex,
         arrow: ArrowCatalog | None = None,
     ) -> None:
-        super().__init__(spark, tables, batch)
+        super().__init__(spark, tables, batch, writes)
         self.index = tombstone_index
         self.arrow = arrow
         self.keys = tables[0].target.keys
@@ -193,12 +183,13 @@ class ExistingGroup(FreshGroup):
         columns = [*self.keys, ORDER_COLUMN, *([DELETED_COLUMN] if self.soft else [])]
         read: list[pa.Table] = []
         by_spark: list[TargetTable] = []
-        budget = READ_ROWS
+        budget = self.writes.read_rows
         for table in self.tables:
             target = table.target
             got = None
             if self.arrow is not None and self.arrow.available and budget > 0:
-                got = self.arrow.read_columns(target.identifier, columns, REWRITTEN_ROWS)
+                most = self.writes.rewritten_rows
+                got = self.arrow.read_columns(target.identifier, columns, most)
             if got is None:
                 by_spark.append(target)
                 facts = current_snapshot_facts(self.spark, target.identifier)
@@ -259,7 +250,7 @@ class ExistingGroup(FreshGroup):
     def _collectable(self, table: FreshTable) -> bool:
         """Whether a table may be rewritten: not one whose data files, read by Spark for its
         classification, hold more rows than a rewrite takes (its rows are then not collected)."""
-        return self._records.get(table.target.name, 0) <= REWRITTEN_ROWS
+        return self._records.get(table.target.name, 0) <= self.writes.rewritten_rows
 
     def write_by_spark(self, table: FreshTable) -> None:
         """Write one table's classified changes by a MERGE, or an append where they only add
@@ -308,7 +299,7 @@ class ExistingGroup(FreshGroup):
             removed.select(list(target.keys)),
             added,
             note,
-            REWRITTEN_ROWS,
+            self.writes.rewritten_rows,
             marks,
         )
 

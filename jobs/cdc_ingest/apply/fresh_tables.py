@@ -8,7 +8,7 @@ shuffle and one count, their rows at most ``GROUP_COLUMNS`` slots wide, each slo
 one type of several tables (``group_layout``). Each table's rows are still appended by a commit of
 its own, carrying its counts (``commit_notes``), so that a failure stays with its table and a
 resumed batch reports what the first attempt did; the rows of the group's tables are collected as
-Arrow (a group of at most ``CHUNK_ROWS`` changes by the job that classifies it, and counted in the
+Arrow (a group of at most ``chunk_rows`` changes by the job that classifies it, and counted in the
 driver) and each table's appended through pyiceberg (``snapshots``) where it can, rather
 than by a Spark job per table. The group's tombstones (deletes of keys the tables never held) go
 into ``_cdc_tombstones`` in one commit.
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdc_ingest.apply.write_policy import WritePolicy
     from cdc_ingest.contract import ColumnType
     from cdc_ingest.schema.target import TargetTable
     from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
@@ -69,12 +70,6 @@ if TYPE_CHECKING:
 # The slots of a group's typed rows, at most (``group_layout``): wide rows cost more than the plans
 # they save.
 GROUP_COLUMNS = 64
-# Rows collected to the driver at once for pyiceberg's appends: bounded so that a group of many
-# fairly large tables never holds all of its rows in the driver's memory.
-CHUNK_ROWS = 200_000
-# A table with this many changes or more is applied on its own: its own jobs then cost less than
-# carrying and sorting its rows with a table name.
-GROUP_ROWS = 100_000
 TARGET = "_cdc_target"
 
 
@@ -85,27 +80,6 @@ class FreshTable:
 
     target: TargetTable
     rows: int
-
-
-def fits_a_group(target: TargetTable, rows: int) -> bool:
-    """Whether a prepared table can share a group's plan: keyed, fewer than ``GROUP_ROWS``
-    changes, and nothing that needs a plan of its own (moved keys, unsent values, refused
-    columns, a dropped source). A group's tables all delete alike and compute the same columns
-    (``fresh_groups``)."""
-    return (
-        rows < GROUP_ROWS
-        and bool(target.keys)
-        and not target.source_dropped
-        and not target.refused_columns
-        and not target.unavailable_values
-        and not target.moves_keys
-    )
-
-
-def applies_fresh(target: TargetTable, created: bool, has_tombstones: bool, rows: int) -> bool:
-    """Whether a prepared table can be applied with others created by this run: one that fits a
-    group (``fits_a_group``) and has no tombstones of an earlier table of that name."""
-    return created and not has_tombstones and fits_a_group(target, rows)
 
 
 def fresh_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
@@ -137,10 +111,17 @@ class FreshGroup:
         spark: the session.
         tables: the group (see ``fresh_groups``).
         batch: the batch.
+        writes: the run's write policy (``write_policy``).
     """
 
-    def __init__(self, spark: SparkSession, tables: list[FreshTable], batch: PipelineBatch) -> None:
-        self.spark, self.tables, self.batch = spark, tables, batch
+    def __init__(
+        self,
+        spark: SparkSession,
+        tables: list[FreshTable],
+        batch: PipelineBatch,
+        writes: WritePolicy,
+    ) -> None:
+        self.spark, self.tables, self.batch, self.writes = spark, tables, batch, writes
         self.soft = tables[0].target.deletes == "soft"
         self.ignores_deletes = tables[0].target.deletes == "ignore"
         self._ignored: dict[str, int] = {}  # each table's ignored deletes (``_collapsed``)
@@ -158,7 +139,7 @@ class FreshGroup:
         """Type, collapse and count every table's changes: one plan, one shuffle, one job."""
         typed = self._typed_changes(self._changes_of_group(changes))
         newest = self._collapsed(typed)
-        # A created table holds no rows and (see applies_fresh) no tombstones: only the kind of
+        # A created table holds no rows and (see WritePolicy.route) no tombstones: only the kind of
         # each key's newest change decides, for every table of the group alike.
         classified = classify(self.spark, newest, self.tables[0].target, tombstones=False)
         counts = self._materialized(self._with_values(classified))
@@ -192,12 +173,12 @@ class FreshGroup:
     def _materialized(self, classified: DataFrame) -> dict[tuple[object, ...], ActionCounts]:
         """Materialize the classification (its lineage cut: recomputed after a write, it would
         classify against the new state) and count it per table. A group of at most
-        ``CHUNK_ROWS`` changes is collected as Arrow by the job that classifies it and counted in
+        ``chunk_rows`` changes is collected as Arrow by the job that classifies it and counted in
         the driver: for a small batch, the local checkpoint, the counting job and the collecting
         job were most of its apply stage. A larger one is kept in a local checkpoint, counted by
         a job and collected in chunks for pyiceberg's writes."""
         with stage("type, collapse, classify"):
-            if sum(t.rows for t in self.tables) <= CHUNK_ROWS:
+            if sum(t.rows for t in self.tables) <= self.writes.chunk_rows:
                 self._rows = collect_arrow(classified)
                 return arrow_action_counts(self._rows, TARGET)
             self._classified = classified.localCheckpoint(eager=False)
@@ -272,7 +253,7 @@ class FreshGroup:
                 if arrow.append(target.identifier, rows, note):
                     return
         with commit_properties(self.spark, note), stage("append to created table"):
-            # Fewer than GROUP_ROWS rows: one task writes them as one file (not one per part).
+            # Fewer than group_rows rows: one task writes them as one file (not one per part).
             mine = self._table_frame(target.name).coalesce(1)
             append_target(mine, target, self.batch)
 
@@ -291,7 +272,7 @@ class FreshGroup:
     def _arrow_rows(self, name: str) -> pa.Table:
         """The table's rows of the ``written_actions`` as Arrow (with ``_action``): from the
         collected classification, or collected with those of the tables after it (in the group's
-        order, up to ``CHUNK_ROWS`` rows) in one job."""
+        order, up to ``writes.chunk_rows`` rows) in one job."""
         if name not in self._collected:
             self._collected = (
                 self._written_of_all() if self._rows is not None else self._collect_written(name)
@@ -318,7 +299,7 @@ class FreshGroup:
         rows = 0
         for table in self.tables[names.index(first) :]:
             written = self._written(table.target.name)
-            if chunk and rows + written > CHUNK_ROWS:
+            if chunk and rows + written > self.writes.chunk_rows:
                 break
             if written and self._collectable(table):
                 chunk.append(table)

@@ -21,6 +21,7 @@ from cdc_ingest.apply.commit_notes import (
 )
 from cdc_ingest.apply.history import HISTORY_OF_PROPERTY, apply_history, check_history_table
 from cdc_ingest.apply.keyed import apply_table
+from cdc_ingest.apply.write_policy import WritePolicy
 from cdc_ingest.schema.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
 from cdc_ingest.schema.design import creation
 from cdc_ingest.schema.evolution import (
@@ -87,6 +88,8 @@ class TableContext:
     landed_ms: tuple[int | None, ...] = ()
     # The pipeline writing the tables (schema/ownership): what it records, what it may write.
     writer: TableWriter | None = None
+    # What chooses each table's write route (``write_policy``).
+    writes: WritePolicy = field(default_factory=WritePolicy)
 
     def policy(self, name: str) -> SchemaPolicy:
         """What each kind of schema change does to table ``name``."""

@@ -20,6 +20,7 @@ tables the run is restricted to and which of the recorders run.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from cdc_ingest.apply.batch import apply_all_tables
+from cdc_ingest.apply.write_policy import WritePolicy
 from cdc_ingest.changes.inventory import (
     Batch,
     FileStats,
@@ -75,7 +77,11 @@ ONE_PARTITION = 4 << 20
 
 
 def run_pipeline(
-    spark: SparkSession, config: Config, pipeline_name: str, options: RunOptions | None = None
+    spark: SparkSession,
+    config: Config,
+    pipeline_name: str,
+    options: RunOptions | None = None,
+    writes: WritePolicy | None = None,
 ) -> RunSummary:
     """Apply every landed file of a pipeline not applied yet, as one micro-batch.
 
@@ -87,6 +93,8 @@ def run_pipeline(
         config: the pipelines file.
         pipeline_name: the pipeline to run.
         options: tables, dry run, file cap, run id, replay or rebuild (see :class:`RunOptions`).
+        writes: what chooses each table's write route (the defaults unless a test takes a route
+            at its own sizes).
 
     Raises:
         ConfigError: unknown pipeline.
@@ -99,7 +107,7 @@ def run_pipeline(
     started, start = datetime.now(UTC), time.perf_counter()
     with recording(current() or StageTimings()) as timings, arrow_catalog(config.catalog) as arrow:
         with stage("plan"):
-            run = open_run(spark, config, pipeline_name, options, arrow)
+            run = open_run(spark, config, pipeline_name, options, arrow, writes)
             mode = choose_mode(options, run.state)
             plan = mode.kind.plan(run)
         summary = new_summary(run, mode, plan, started)
@@ -336,7 +344,10 @@ def apply(
     # A mode changes the pipelines, never the catalog: the run's pyiceberg view serves. With
     # lineage on, mirrors are created and written by Spark, whose OpenLineage listener reports
     # each write (pyiceberg's writes are not Spark jobs, so it would see none).
-    arrow = None if run.config.lineage is not None else run.arrow
+    writes = run.writes
+    if run.config.lineage is not None:
+        writes = dataclasses.replace(writes, pyiceberg=False)
+    arrow = run.arrow if writes.pyiceberg else None
     dead = apply_all_tables(
         run.spark,
         config,
@@ -350,6 +361,7 @@ def apply(
         appends=mode.appends,
         arrow=arrow,
         decision=decision,
+        writes=writes,
     )
     maybe_die("after_tables")
     return events, dead

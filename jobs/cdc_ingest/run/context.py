@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cdc_ingest.apply.write_policy import WritePolicy
 from cdc_ingest.formats import load_decoder
 from cdc_ingest.landing.zones import list_landed
 from cdc_ingest.schema.routes import routed_columns
@@ -42,6 +43,7 @@ class RunContext:
         arrow: pyiceberg's view of the catalog, for the small writes it makes without a Spark
             job (``snapshots/arrow_catalog``); open for the run.
         not_files: entries named like landed files that are no files, with what each is.
+        writes: what chooses each table's write route (``apply/write_policy``).
     """
 
     spark: SparkSession
@@ -55,6 +57,7 @@ class RunContext:
     state: CheckpointState
     arrow: ArrowCatalog
     not_files: dict[str, str] = field(default_factory=dict)
+    writes: WritePolicy = field(default_factory=WritePolicy)
 
     @property
     def catalog(self) -> str:
@@ -73,6 +76,7 @@ def open_run(
     pipeline_name: str,
     options: RunOptions,
     arrow: ArrowCatalog,
+    writes: WritePolicy | None = None,
 ) -> RunContext:
     """The pipeline, its landing zone, its namespace's tables and its checkpoint state.
 
@@ -98,5 +102,16 @@ def open_run(
     store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name, arrow)
     state = store.load() if CHECKPOINTS in existing else CheckpointState()
     return RunContext(
-        spark, config, pipeline, decoder, options, listing, existing, store, state, arrow, not_files
+        spark,
+        config,
+        pipeline,
+        decoder,
+        options,
+        listing,
+        existing,
+        store,
+        state,
+        arrow,
+        not_files,
+        writes or WritePolicy(),
     )

@@ -1,0 +1,75 @@
+"""What chooses each table's write route in a batch: alone, or in a group of tables classified
+together (created by the batch, or holding rows); its rows appended or rewritten by pyiceberg, or
+written by Spark. One frozen policy per run, which tests pass in (``run_pipeline(writes=...)``)
+to take a route at the sizes of a test; the measurements behind the defaults are in
+docs/performance.md ("Figures behind the code's choices")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from cdc_ingest.schema.target import TargetTable
+
+# Where a prepared table is applied: with the other tables the batch creates, with the other
+# tables that hold rows, or alone by a plan of its own.
+Route = Literal["fresh group", "existing group", "alone"]
+
+
+@dataclass(frozen=True)
+class WritePolicy:
+    """The sizes and switches behind the routes."""
+
+    # A table with this many changes or more is applied on its own: its own jobs then cost less
+    # than carrying and sorting its rows with a table name.
+    group_rows: int = 100_000
+    # Rows collected to the driver at once for pyiceberg's appends: bounded so that a group of
+    # many fairly large tables never holds all of its rows in the driver's memory.
+    chunk_rows: int = 200_000
+    # A table of at most this many rows is rewritten whole through pyiceberg, which costs less
+    # than the job, tasks and row-level planning any MERGE pays, however small: larger ones are
+    # merged.
+    rewritten_rows: int = 100_000
+    # The rows of a group's tables read into the driver for their classification, at most (the
+    # rest of the group's tables are read by Spark).
+    read_rows: int = 1_000_000
+    # pyiceberg creates, appends and rewrites what it can. Off with lineage: Spark's OpenLineage
+    # listener reports each write Spark makes, and pyiceberg's writes are not Spark jobs.
+    pyiceberg: bool = True
+
+    def fits_a_group(self, target: TargetTable, rows: int) -> bool:
+        """Whether a prepared table can share a group's plan: keyed, fewer than ``group_rows``
+        changes, and nothing that needs a plan of its own (moved keys, unsent values, refused
+        columns, a dropped source). A group's tables all delete alike and compute the same
+        columns (``fresh_tables.fresh_groups``)."""
+        return (
+            rows < self.group_rows
+            and bool(target.keys)
+            and not target.source_dropped
+            and not target.refused_columns
+            and not target.unavailable_values
+            and not target.moves_keys
+        )
+
+    def route(
+        self,
+        target: TargetTable,
+        created: bool,
+        rows: int,
+        tombstoned: bool,
+        resumed: bool,
+        fanned_out: bool = False,
+    ) -> Route:
+        """Where a prepared table (``created`` by the batch, holding ``tombstoned`` keys of an
+        earlier table of its name) with ``rows`` changes is applied. A table that keeps history
+        is applied alone (its history follows its commit), as is one with expectations (its
+        checks see its columns by their own names) and one that deletes naming no table aim at
+        (``fanned_out``); a resumed batch applies each table that held rows alone, taking its
+        counts from its first attempt (``keyed.apply_table``)."""
+        own_plan = fanned_out or target.history is not None or bool(target.expectations)
+        if own_plan or not self.fits_a_group(target, rows):
+            return "alone"
+        if created:
+            return "alone" if tombstoned else "fresh group"
+        return "alone" if resumed else "existing group"
