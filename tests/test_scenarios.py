@@ -10,18 +10,41 @@ ALICE = {"id": 1, "owner": "alice", "balance": 100}
 BOB = {"id": 2, "owner": "bob", "balance": 50}
 
 
-# Every format on the embedded default; the scenarios once more on a REST catalog over S3.
-CASES = [(fmt, JDBC_FILE) for fmt in sorted(FORMATS)] + [("debezium-json", REST_S3)]
+# The write routes besides the default (a batch's new tables appended by pyiceberg in a group,
+# small tables rewritten whole by it), as ``WritePolicy`` sizes: tables that hold rows merged by
+# Spark in a group; every table applied alone by a plan of its own; no pyiceberg write at all
+# (what lineage asks for).
+ROUTES = {
+    "merged in a group": {"rewritten_rows": 0},
+    "alone": {"group_rows": 0},
+    "spark writes": {"pyiceberg": False},
+}
+# Every format on the embedded default; the scenarios once more on a REST catalog over S3, and
+# over every other write route.
+CASES = [(fmt, JDBC_FILE, None) for fmt in sorted(FORMATS)] + [("debezium-json", REST_S3, None)]
+CASES += [("debezium-json", JDBC_FILE, route) for route in ROUTES]
+
+
+def _case_id(fmt: str, kind: str, route: str | None) -> str:
+    return "-".join([fmt, *([kind] if kind != JDBC_FILE else []), *([route] if route else [])])
 
 
 def pytest_generate_tests(metafunc):
     if "fmt" in metafunc.fixturenames:
         metafunc.parametrize(
-            ("fmt", "lake"),
+            ("fmt", "lake", "route"),
             CASES,
             indirect=["lake"],
-            ids=[fmt if kind == JDBC_FILE else f"{fmt}-{kind}" for fmt, kind in CASES],
+            ids=[_case_id(*case) for case in CASES],
         )
+
+
+@pytest.fixture(autouse=True)
+def _write_route(request):
+    """Each scenario's lake takes its case's write route."""
+    route = request.getfixturevalue("route") if "route" in request.fixturenames else None
+    if route is not None:
+        request.getfixturevalue("lake").route_at(**ROUTES[route])
 
 
 def test_every_registered_format_has_a_row_in_the_scenario_suite() -> None:
