@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from formats_under_test import FORMATS, TABLE, Changes
 from lakehouses import JDBC_FILE, REST_S3
@@ -14,14 +16,15 @@ BOB = {"id": 2, "owner": "bob", "balance": 50}
 # small tables rewritten whole by it), as ``WritePolicy`` sizes: tables that hold rows merged by
 # Spark in a group; every table applied alone by a plan of its own; no pyiceberg write at all
 # (what lineage asks for).
-ROUTES = {
+ROUTES: dict[str, dict[str, Any]] = {
     "merged in a group": {"rewritten_rows": 0},
     "alone": {"group_rows": 0},
     "spark writes": {"pyiceberg": False},
 }
 # Every format on the embedded default; the scenarios once more on a REST catalog over S3, and
 # over every other write route.
-CASES = [(fmt, JDBC_FILE, None) for fmt in sorted(FORMATS)] + [("debezium-json", REST_S3, None)]
+CASES: list[tuple[str, str, str | None]] = [(fmt, JDBC_FILE, None) for fmt in sorted(FORMATS)]
+CASES.append(("debezium-json", REST_S3, None))
 CASES += [("debezium-json", JDBC_FILE, route) for route in ROUTES]
 
 
