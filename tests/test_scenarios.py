@@ -42,10 +42,15 @@ def pytest_generate_tests(metafunc):
         )
 
 
+@pytest.fixture
+def route() -> str | None:
+    """The case's write route (``ROUTES``; None: the default), parametrized with the format."""
+    return None
+
+
 @pytest.fixture(autouse=True)
-def _write_route(request):
+def _write_route(request, route):
     """Each scenario's lake takes its case's write route."""
-    route = request.getfixturevalue("route") if "route" in request.fixturenames else None
     if route is not None:
         request.getfixturevalue("lake").route_at(**ROUTES[route])
 
