@@ -204,3 +204,33 @@ def test_the_policy_keys_are_checked_when_the_file_is_loaded(lake):
         "apply",
     )
     assert (items["drop_column"], items["narrow_type"]) == ("ignore", "reject")
+
+
+def test_only_a_policy_that_holds_something_back_reads_each_tables_schema_first(lake, monkeypatch):
+    """Under the default policy every change applies: the batch's tables are not each loaded
+    from the catalog to be checked (a batch into hundreds of tables would pay a load each)."""
+    from cdc_ingest.schema import evolution
+
+    checked: list[str] = []
+    table_columns = evolution.table_columns
+
+    def recorded(spark, identifier):
+        checked.append(identifier.rsplit(".", 1)[-1].strip("`"))
+        return table_columns(spark, identifier)
+
+    monkeypatch.setattr(evolution, "table_columns", recorded)
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [row("INSERT", {"id": 1}), row("INSERT", {"id": 1}, "items")])
+    lake.run("shop")
+    lake.land(
+        "shop", "002.json", [row("UPDATE", {"id": 1, "v1": "a"}), row("DELETE", {"id": 1}, "items")]
+    )
+    lake.run("shop")
+    assert checked == []
+    lake.add_pipeline("shop", "canal-json", schema_changes={"drop_column": "ignore"})
+    lake.land(
+        "shop", "003.json", [row("UPDATE", {"id": 1, "v1": "b"}), row("INSERT", {"id": 2}, "items")]
+    )
+    lake.run("shop")
+    assert sorted(checked) == ["items", "orders"]
+    assert lake.rows("orders") == [{"id": 1, "v1": "b"}]

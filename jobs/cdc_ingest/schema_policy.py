@@ -70,6 +70,12 @@ class SchemaPolicy:
         return dict(self.given).get(kind, _FORMS["evolve"][kind])
 
     @property
+    def holds_back(self) -> bool:
+        """Whether some kind of change is ignored, dead-lettered or refused: only then is a
+        batch checked against the policy before it applies (``evolution.check_policy``)."""
+        return any(self[kind] in (IGNORE, DEAD_LETTER, FAIL) for kind in KINDS)
+
+    @property
     def adds_columns(self) -> bool:
         """Whether columns the messages carry and the table lacks are added."""
         return self[ADD_COLUMN] == APPLY

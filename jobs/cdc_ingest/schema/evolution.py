@@ -395,6 +395,8 @@ def check_policy(
         by_table.setdefault(event.target, []).append(event)
     for name in sorted(set(tables) | set(by_table)):
         policy = pipeline.tables.for_table(name).schema_policy
+        if not policy.holds_back:
+            continue  # every change applies: no catalog load of the table to check it
         columns: dict[str, str] = {}
         if name in existing:
             identifier = qualified(catalog, pipeline.namespace, name)
