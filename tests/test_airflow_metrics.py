@@ -100,3 +100,34 @@ def test_one_batch_sends_its_metrics_to_statsd(lake, tmp_path):
     assert kind == "g" and abs(lag - (sent_at - 1_700_000_002)) < 60
     duration, kind = received["airflow.cdc_ingest.shop.batch_duration"]
     assert kind == "ms" and duration > 0
+
+
+def test_each_expectation_of_a_table_is_a_counter_tagged_with_its_rule():
+    """Issue 69: counts per rule reach the metrics, one counter per rule of each table."""
+    from cdc_ingest_airflow.metrics import batch_metrics
+
+    rules = {
+        "positive_qty": {"on_violation": "drop", "violations": 2},
+        "known_status": {"on_violation": "warn", "violations": 0},
+    }
+    summary = {
+        "pipeline": "shop",
+        "batch_id": 3,
+        "tables": {"orders": {"inserted": 1, "expectations": rules}},
+    }
+    found = [m for m in batch_metrics(summary, 0, now=0.0) if ".expectation." in m[1]]
+    table = {"pipeline": "shop", "table": "orders"}
+    assert found == [
+        (
+            "incr",
+            "cdc_ingest.shop.orders.expectation.known_status",
+            0.0,
+            {**table, "rule": "known_status", "on_violation": "warn"},
+        ),
+        (
+            "incr",
+            "cdc_ingest.shop.orders.expectation.positive_qty",
+            2.0,
+            {**table, "rule": "positive_qty", "on_violation": "drop"},
+        ),
+    ]

@@ -146,3 +146,25 @@ def test_routes_are_checked_when_the_file_is_loaded(lake, routes, message):
     lake.add_pipeline("oms", "oms-canal", routes=routes)
     with pytest.raises(ConfigError, match=message):
         load_config(lake.config_path)
+
+
+def test_shards_whose_rows_differ_merge_into_one_schema(lake):
+    """A shard whose rows carry a column the table lacks adds it to the one table (the usual
+    evolution of a column the messages carry); the other shards' rows hold null there."""
+    lake.add_pipeline("oms", "oms-canal", routes=[{"source": ORDERS, "table": "orders"}])
+    lake.land(
+        "oms", "001.json", [oms_canal("db_00", "orders_0000", "INSERT", {"id": 1, "item": "a"})]
+    )
+    lake.run("oms")
+    lines = [
+        oms_canal("db_01", "orders_0016", "INSERT", {"id": 2, "item": "b", "note": "n"}),
+        oms_canal("db_00", "orders_0000", "INSERT", {"id": 3, "item": "c"}),
+    ]
+    lake.land("oms", "002.json", lines)
+    summary = lake.run("oms")
+    assert summary.tables["orders"].inserted == 2 and summary.dead_lettered == 0
+    assert lake.rows("orders", "id", "item", "note") == [
+        {"id": 1, "item": "a", "note": None},
+        {"id": 2, "item": "b", "note": "n"},
+        {"id": 3, "item": "c", "note": None},
+    ]
