@@ -341,12 +341,8 @@ def apply(
         if mode.records_ddl:
             _ddl_recorder(run, batch, summary, events)()
         raise
-    # A mode changes the pipelines, never the catalog: the run's pyiceberg view serves. With
-    # lineage on, mirrors are created and written by Spark, whose OpenLineage listener reports
-    # each write (pyiceberg's writes are not Spark jobs, so it would see none).
-    writes = run.writes
-    if run.config.lineage is not None:
-        writes = dataclasses.replace(writes, pyiceberg=False)
+    # A mode changes the pipelines, never the catalog: the run's pyiceberg view serves.
+    writes = _write_policy(run)
     arrow = run.arrow if writes.pyiceberg else None
     dead = apply_all_tables(
         run.spark,
@@ -365,6 +361,15 @@ def apply(
     )
     maybe_die("after_tables")
     return events, dead
+
+
+def _write_policy(run: RunContext) -> WritePolicy:
+    """The run's write policy. With lineage on, mirrors are created and written by Spark, whose
+    OpenLineage listener reports each write (pyiceberg's writes are not Spark jobs, so it would
+    see none)."""
+    if run.config.lineage is None:
+        return run.writes
+    return dataclasses.replace(run.writes, pyiceberg=False)
 
 
 def record(
