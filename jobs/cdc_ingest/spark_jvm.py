@@ -48,8 +48,7 @@ def json_schema(spark: SparkSession, lines: DataFrame, max_string_length: str) -
     jvm = _jvm(spark)
     texts = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
     reader = spark._jsparkSession.read().option("maxStringLen", max_string_length)
-    found = T.StructType.fromJson(json.loads(reader.json(texts).schema().json()))
-    return found
+    return T.StructType.fromJson(json.loads(reader.json(texts).schema().json()))
 
 
 # Per gateway: the separator's compiled pattern and ``PythonUtils.toSeq``.
@@ -132,10 +131,9 @@ def ddl_schema_json(spark: SparkSession, ddl: str) -> str:
 def hadoop_uri(spark: SparkSession, uri: str, local_path: str | None = None) -> str:
     """A file's URI as Hadoop encodes it (what a scan's ``_metadata.file_path`` says):
     ``local_path`` for a local file, else ``uri`` itself."""
-    path = _jvm(spark).org.apache.hadoop.fs.Path
-    if local_path is not None:
-        return str(path(_jvm(spark).java.io.File(local_path).toURI()).toUri().toString())
-    return str(path(uri).toUri().toString())
+    jvm = _jvm(spark)
+    located = jvm.java.io.File(local_path).toURI() if local_path is not None else uri
+    return str(jvm.org.apache.hadoop.fs.Path(located).toUri().toString())
 
 
 def avro_sql_type(spark: SparkSession, avro_schema: str) -> StructType:

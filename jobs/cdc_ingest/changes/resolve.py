@@ -217,14 +217,13 @@ def _with_keys(
     )
     # An update whose before image holds another key moved the row: the old key is deleted
     # (see apply.update_images). Canal's ``old`` holds only changed columns: the rest are as after.
-    updates = _UPDATES
-    old_first = f"CASE WHEN {updates} THEN coalesce(element_at(before, {first}), _first_key) END"
+    old_first = f"CASE WHEN {_UPDATES} THEN coalesce(element_at(before, {first}), _first_key) END"
     old_value = (
         "coalesce(element_at(before, _k), element_at(key_values, _k), element_at(image, _k))"
     )
     old_raw_key = (
-        f"CASE WHEN {updates} AND {single} THEN array(_old_first)"
-        f" WHEN {updates} THEN transform(_cdc_keys, _k -> {old_value}) END"
+        f"CASE WHEN {_UPDATES} AND {single} THEN array(_old_first)"
+        f" WHEN {_UPDATES} THEN transform(_cdc_keys, _k -> {old_value}) END"
     )
     return sql_text.with_columns(
         decoded,
