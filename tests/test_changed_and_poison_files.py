@@ -9,6 +9,7 @@ from typing import Any
 from cdc_ingest.config import load_config
 from cdc_ingest.landing.zones import list_landed
 from cdc_ingest.state.checkpoints import CheckpointStore
+from cdc_ingest.writers.spark_writer import SparkWriter
 from formats_under_test import KEY, TABLE, Changes
 
 
@@ -22,7 +23,8 @@ def _insert_lines(c: Changes, first: int, count: int) -> list[str]:
 def _plan_and_die(lake: Any, pipeline: str) -> None:
     """What a run killed right after its plan commit leaves: a planned batch, no table changed."""
     config = load_config(lake.config_path)
-    store = CheckpointStore(lake.spark, lake.catalog, "ods", pipeline)
+    writer = SparkWriter(lake.spark, lake.catalog)
+    store = CheckpointStore(lake.spark, lake.catalog, "ods", pipeline, writer)
     store.record_planned(store.plan(list_landed(config.pipeline(pipeline).landing), store.load()))
 
 

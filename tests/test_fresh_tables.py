@@ -148,10 +148,13 @@ def _another_writer_creates(lake: Any, monkeypatch: Any, module: Any, name: str)
     from cdc_ingest.contract import ColumnType
     from cdc_ingest.snapshots.first_snapshot import register_tables
     from cdc_ingest.state.tables import create_target, qualified
+    from cdc_ingest.writers.spark_writer import SparkWriter
 
     def another_writer_first(*args: Any) -> None:
         columns = {"id": ColumnType("bigint"), "v": ColumnType("string")}
-        create_target(lake.spark, qualified(lake.catalog, "ods", name), columns, ("id",))
+        identifier = qualified(lake.catalog, "ods", name)
+        writer = SparkWriter(lake.spark, lake.catalog)
+        create_target(lake.spark, identifier, columns, ("id",), writer=writer)
         register_tables(*args)
 
     monkeypatch.setattr(module, "register_tables", another_writer_first)

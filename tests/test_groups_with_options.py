@@ -1,5 +1,5 @@
 """Tables with soft or ignored deletes, or computed columns, are classified in groups too
-(``apply/fresh_tables.fits_a_group``): a pipeline whose every table keeps its deleted rows,
+(``WritePolicy.fits_a_group``): a pipeline whose every table keeps its deleted rows,
 flagged or not, or computes a column, pays one plan for all of them, not one per table, and each
 still flags, moves and revives its rows, counts its ignored deletes or computes its columns, as
 ``keyed.apply_table`` does.

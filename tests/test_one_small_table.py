@@ -1,5 +1,5 @@
 """A batch into one table that holds few rows is classified as a group of one and rewritten by
-pyiceberg (``apply/batch.py``, ``_through_pyiceberg``): no Spark append or MERGE, so no delete
+pyiceberg (``WritePolicy.keeps_group``): no Spark append or MERGE, so no delete
 file; a table larger than a rewrite takes is merged alone, as before."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from cdc_ingest.config import load_config
 from cdc_ingest.landing.zones import list_landed
 from cdc_ingest.run.options import RunRefused
 from cdc_ingest.state.checkpoints import CheckpointStore
+from cdc_ingest.writers.spark_writer import SparkWriter
 from formats_under_test import keyless_blob_insert
 
 
@@ -194,7 +195,8 @@ def test_tables_are_refused_while_a_batch_is_pending(shop: Any) -> None:
     config = load_config(shop.config_path)
     shop.run("shop")  # creates the system tables
     shop.land("shop", "003.json", [ins("orders", 3000, id=3, amount=30)])
-    store = CheckpointStore(shop.spark, shop.catalog, "ods", "shop")
+    writer = SparkWriter(shop.spark, shop.catalog)
+    store = CheckpointStore(shop.spark, shop.catalog, "ods", "shop", writer)
     plan = store.plan(list_landed(config.pipeline("shop").landing), store.load())
     store.record_planned(plan)  # as a run killed before its tables
 

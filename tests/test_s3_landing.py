@@ -73,6 +73,7 @@ def test_a_planned_object_overwritten_or_deleted_before_it_is_read_is_left_out(l
     import boto3
     from cdc_ingest.landing.zones import LandingError, list_landed, read_bytes
     from cdc_ingest.state.checkpoints import CheckpointStore
+    from cdc_ingest.writers.spark_writer import SparkWriter
 
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     s3.create_bucket(Bucket="landing")
@@ -99,7 +100,8 @@ def test_a_planned_object_overwritten_or_deleted_before_it_is_read_is_left_out(l
     put("001.jsonl", 1, 2)
     put("002.jsonl", 3, 4)
     put("003.jsonl", 5)
-    store = CheckpointStore(lake.spark, lake.catalog, "ods", "accounts")
+    writer = SparkWriter(lake.spark, lake.catalog)
+    store = CheckpointStore(lake.spark, lake.catalog, "ods", "accounts", writer)
     plan = store.plan(list_landed("s3://landing/accounts"), store.load())
     store.record_planned(plan)  # as a run killed right after its plan commit
     # A fresh plan's objects are read only with the ETag they were listed with.

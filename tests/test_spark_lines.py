@@ -45,9 +45,7 @@ def test_the_installed_pyspark_is_read_without_importing_it():
 
 
 @pytest.mark.parametrize("version", ["3.4.4", "4.0.1", "4.2.0"])
-def test_a_run_on_a_spark_line_without_a_runtime_is_refused_before_spark_starts(
-    tmp_path, version
-):
+def test_a_run_on_a_spark_line_without_a_runtime_is_refused_before_spark_starts(tmp_path, version):
     fake = tmp_path / "fake" / "pyspark"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('this pyspark is only a version')\n")

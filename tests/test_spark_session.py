@@ -31,9 +31,7 @@ def test_a_long_lived_driver_fixes_its_heap_unless_its_options_size_it() -> None
     from cdc_ingest.spark_session import fixed_heap
 
     conf = {"spark.driver.memory": "6g", "spark.driver.extraJavaOptions": "-Dx=1"}
-    assert fixed_heap(conf)["spark.driver.extraJavaOptions"] == (
-        "-Dx=1 -Xms6g -XX:+AlwaysPreTouch"
-    )
+    assert fixed_heap(conf)["spark.driver.extraJavaOptions"] == ("-Dx=1 -Xms6g -XX:+AlwaysPreTouch")
     # A pipelines file that sizes the heap or turns pre-touching off has the last word.
     own = {"spark.driver.memory": "6g", "spark.driver.extraJavaOptions": "-Xms1g"}
     assert fixed_heap(own)["spark.driver.extraJavaOptions"] == "-Xms1g -XX:+AlwaysPreTouch"

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from canal_messages import canal_message
 from cdc_ingest.config import load_config
-from cdc_ingest.schema.target import table_properties
 from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
-from cdc_ingest.state.tables import qualified, table_columns
+from cdc_ingest.state.tables import qualified, table_columns, table_properties
 from lakehouses import JDBC_FILE, REST_S3
 
 TYPES = {

@@ -229,6 +229,7 @@ def _recent_records(
         for r in ddl[:RECENT_DDL]
     ]
 
+
 def _batches(rows: list[dict[str, Any]], status: PipelineStatus, now: datetime) -> None:
     """Last batch, per-table counts of the newest batch touching each table, freshness."""
     if not rows:

@@ -157,10 +157,9 @@ def refuse_table(
     Raises ``exc`` again when a commit of the batch changed the table already, unless none of
     the table's changes can have been applied (``never_applied``).
     """
-    if ctx.arrow is not None:
-        # A table whose creation waited for its rows is made now, empty, as a refused table
-        # always was (and so that the check below finds it).
-        ctx.arrow.create_pending(qualified(ctx.catalog, ctx.namespace, name))
+    # A table whose creation waited for its rows is made now, empty, as a refused table always
+    # was (and so that the check below finds it).
+    ctx.writer.create_pending(qualified(ctx.catalog, ctx.namespace, name))
     if not never_applied and _committed_in_batch(ctx, name):
         raise exc
     reason = f"table {name} {why(exc)}"

@@ -33,7 +33,7 @@ from cdc_ingest.schema.evolution import REFUSED as STATEMENT_REFUSED
 from cdc_ingest.schema.evolution import PolicyDecision, SchemaChangeHeld, ignored_rows
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
-from cdc_ingest.schema.ownership import OrdersDoNotCompare, TableWriter
+from cdc_ingest.schema.ownership import OrdersDoNotCompare, TableOwner
 from cdc_ingest.schema.target import TargetInventory, TargetTable, prepare_target, table_keys
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import TOMBSTONES, TombstoneIndex, qualified
@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     from cdc_ingest.config import Config, PipelineConfig
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.evolution import DdlEvent
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import RunSummary
+    from cdc_ingest.writers.protocol import TableWriter
 
 
 def _fan_out_tableless_deletes(spark: SparkSession, batch: Batch, inventory: Inventory) -> set[str]:
@@ -82,14 +82,15 @@ def apply_all_tables(
     events: list[DdlEvent],
     only: tuple[str, ...] = (),
     appends: bool = True,
-    arrow: ArrowCatalog | None = None,
+    *,
+    writer: TableWriter,
     decision: PolicyDecision | None = None,
     writes: WritePolicy | None = None,
 ) -> list[DataFrame]:
     """Prepare every target table and apply its changes and statements; returns typing errors.
 
-    ``arrow`` (pyiceberg's view of the catalog, ``snapshots/arrow_catalog``) creates and appends the
-    small tables the batch creates without a JVM call or Spark job each.
+    ``writer`` creates the tables and writes their rows (``writers``); ``writes`` chooses each
+    table's route (``write_policy``).
 
     A run restricted to some tables (``only``) applies those of them that the batch changes (and,
     without ``appends``, that have a key), and says in ``summary.skipped_tables`` why it skipped
@@ -124,11 +125,11 @@ def apply_all_tables(
         TypeInference(spark, batch.cached, batch.resolved, decoder, inventory.sampled),
         TombstoneIndex(spark, qualified(batch.catalog, batch.namespace, TOMBSTONES)),
         batch.batch_id,
+        writer,
         summary.resumed,
         pipeline.tables,
-        arrow,
         batch.landed_ms,
-        _writer(config, pipeline),
+        _owner(config, pipeline),
         writes,
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].stream_key)
@@ -185,8 +186,7 @@ def apply_all_tables(
                 if route == "fresh group":
                     fresh.append(FreshTable(target, rows))  # applied below, with the others
                     continue
-                if ctx.arrow is not None:
-                    ctx.arrow.create_pending(target.identifier)  # Spark applies it
+                ctx.writer.create_pending(target.identifier)  # Spark applies it
                 if route == "existing group":
                     holding.append(FreshTable(target, rows))
                     continue
@@ -205,19 +205,18 @@ def apply_all_tables(
     groups += [(g, True) for g in fresh_groups(fresh)]
     for members, created in groups:
         dead += _apply_group(ctx, members, created, changes, summary)
-    if arrow is not None:
-        arrow.create_pending()  # none should be left; the batch never ends with one missing
+    writer.create_pending()  # none should be left; the batch never ends with one missing
     return dead
 
 
-def _writer(config: Config, pipeline: PipelineConfig) -> TableWriter:
+def _owner(config: Config, pipeline: PipelineConfig) -> TableOwner:
     """The pipeline as the writer of its tables, beside the file's others of its namespace."""
     designs = {
         p.name: p.tables
         for p in config.pipelines
         if p.namespace.lower() == pipeline.namespace.lower()
     }
-    return TableWriter(pipeline.name, pipeline.format, designs)
+    return TableOwner(pipeline.name, pipeline.format, designs)
 
 
 def _refused_name(ctx: TableContext, name: str) -> TableDesignError | None:
@@ -256,16 +255,16 @@ def _apply_group(
     summary: RunSummary,
 ) -> list[DataFrame]:
     """Tables classified together (``created`` by this run, or holding rows), then each
-    written by a commit of its own (a created table's rows through pyiceberg where ``ctx.arrow``
-    can take them), its failure its own; one tombstones commit for the group."""
+    written by a commit of its own (a created table's collected rows where ``ctx.writer`` can
+    take them), its failure its own; one tombstones commit for the group."""
     spark = ctx.spark
-    arrow = ctx.arrow
-    if len(members) == 1 and not _through_pyiceberg(ctx, members[0], created):
+    writer = ctx.writer
+    if len(members) == 1 and not ctx.writes.keeps_group(writer, members[0].target, created):
         return _apply_alone(ctx, members[0], created, changes, summary)
     group = (
         FreshGroup(spark, members, ctx.batch, ctx.writes)
         if created
-        else ExistingGroup(spark, members, ctx.batch, ctx.writes, ctx.tombstone_index, arrow)
+        else ExistingGroup(spark, members, ctx.batch, ctx.writes, ctx.tombstone_index, writer)
     )
     dead: list[DataFrame] = []
     try:
@@ -273,11 +272,10 @@ def _apply_group(
     except AnalysisException:
         # Not one table's fault as far as can be told: each table alone, as any other.
         for table in members:
-            if arrow is not None:
-                arrow.create_pending(table.target.identifier)
+            writer.create_pending(table.target.identifier)
             dead += _apply_alone(ctx, table, created, changes, summary)
         return dead
-    refusals = write_group(ctx.spark, group, members, arrow)
+    refusals = write_group(ctx.spark, group, members, writer)
     applied: set[str] = set()
     for table in members:
         target = table.target
@@ -306,17 +304,6 @@ def _apply_group(
     return dead
 
 
-def _through_pyiceberg(ctx: TableContext, table: FreshTable, created: bool) -> bool:
-    """Whether a table alone in its group is still classified as a group, for pyiceberg to
-    write it: a group of one shares no plan, but pyiceberg appends a created table's rows and
-    rewrites a small one's for a tenth of what a Spark append or MERGE costs (the Spark jobs a
-    small batch into a small table mostly paid; performance.md, "Figures behind the code")."""
-    arrow = ctx.arrow
-    if arrow is None or not arrow.available:
-        return False
-    return created or arrow.rewritable(table.target.identifier, ctx.writes.rewritten_rows)
-
-
 def _apply_alone(
     ctx: TableContext,
     table: FreshTable,
@@ -332,8 +319,8 @@ def _prepare(
     ctx: TableContext, base: TargetInventory, deferred: bool = False
 ) -> tuple[TargetTable, bool]:
     """Create or extend a table without statements in the batch; returns it and whether this
-    run created it. ``deferred``: pyiceberg may create it with its first rows, when its group
-    writes them (``ArrowCatalog.create_keyed``); the caller has it created before Spark needs
+    run created it. ``deferred``: the writer may create it with its first rows, when its group
+    writes them (``TableWriter.create_keyed``); the caller has it created before Spark needs
     it."""
     with stage("prepare target"):
         target, created = prepare_target(
@@ -347,9 +334,9 @@ def _prepare(
             ctx.policy(base.name),
             ctx.batch_id,
             ctx.table_options.for_table(base.name),
-            ctx.arrow,
-            deferred,
-            ctx.writer,
+            writer=ctx.writer,
+            defer_creation=deferred,
+            owner=ctx.owner,
         )
     ctx.existing.add(base.name)
     return target, created

@@ -19,7 +19,6 @@ written in one commit.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
@@ -73,9 +72,8 @@ if TYPE_CHECKING:
 
     from cdc_ingest.apply.write_policy import WritePolicy
     from cdc_ingest.schema.target import TargetTable
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import TableSummary
-
+    from cdc_ingest.writers.protocol import TableWriter
 
 
 def _named_rows(rows: pa.Table, name: str, keys: tuple[str, ...]) -> pa.Table:
@@ -116,7 +114,7 @@ class ExistingGroup(FreshGroup):
         batch: the batch.
         writes: the run's write policy (``write_policy``).
         tombstone_index: the batch's index of the tables with tombstones.
-        arrow: pyiceberg's view of the catalog, which reads and rewrites small tables.
+        writer: what writes the tables (``writers``), which may read and rewrite small ones.
     """
 
     def __init__(
@@ -126,11 +124,11 @@ class ExistingGroup(FreshGroup):
         batch: PipelineBatch,
         writes: WritePolicy,
         tombstone_index: TombstoneIndex,
-        arrow: ArrowCatalog | None = None,
+        writer: TableWriter,
     ) -> None:
         super().__init__(spark, tables, batch, writes)
         self.index = tombstone_index
-        self.arrow = arrow
+        self.writer = writer
         self.keys = tables[0].target.keys
         self._read_at: dict[str, int | None] = {}
         self._records: dict[str, int] = {}  # the rows of each table Spark reads
@@ -176,7 +174,7 @@ class ExistingGroup(FreshGroup):
     def _current_rows(self, newest: DataFrame) -> DataFrame:
         """Each table's keys and orders, named by table, and the snapshot each is read at (in
         ``_read_at``: a table's write compares orders again only if another writer moved it on
-        since). Small tables are read by pyiceberg into one local relation: Spark plans a scan of
+        since). Small tables are read by the writer into one local relation: Spark plans a scan of
         each table it reads, which adds up over hundreds of tables; the others are read
         by one SQL statement of ``UNION ALL``s (one analysis for the group), kept to the keys of
         ``newest`` (the group's changes) when those are few (``few_keys``)."""
@@ -187,9 +185,9 @@ class ExistingGroup(FreshGroup):
         for table in self.tables:
             target = table.target
             got = None
-            if self.arrow is not None and self.arrow.available and budget > 0:
+            if self.writer.rewrites_small and budget > 0:
                 most = self.writes.rewritten_rows
-                got = self.arrow.read_columns(target.identifier, columns, most)
+                got = self.writer.read_columns(target.identifier, columns, most)
             if got is None:
                 by_spark.append(target)
                 facts = current_snapshot_facts(self.spark, target.identifier)
@@ -233,19 +231,19 @@ class ExistingGroup(FreshGroup):
         written = summary.inserted + summary.updated + summary.deleted
         return written + (summary.deleted_absent if self.soft else 0)
 
-    def write_small(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> bool:
+    def write_small(self, table: FreshTable) -> bool:
         """Whether one table is written without Spark: none of its changes changes a row (no
-        commit), or it is small and rewritten through pyiceberg (``arrow``), its counts on the
-        commit. Otherwise ``write_by_spark`` writes it."""
+        commit), or it is small and rewritten whole by the writer, its counts on the commit.
+        Otherwise ``write_by_spark`` writes it."""
         target = table.target
         summary = self.summaries[target.name]
         if not self._written(target.name):
             return True
-        if arrow is None or not arrow.available or not self._collectable(table):
+        if not self.writer.rewrites_small or not self._collectable(table):
             return False
         note = counts_properties(self.batch, target.name, "0", self._outcome(summary))
         with stage("rewrite small table"):
-            return self._rewrite(target, arrow, note)
+            return self._rewrite(target, note)
 
     def _collectable(self, table: FreshTable) -> bool:
         """Whether a table may be rewritten: not one whose data files, read by Spark for its
@@ -269,8 +267,8 @@ class ExistingGroup(FreshGroup):
             records = self._records.get(target.name, 0)
             merge_target(self.spark, mine, target, moved, merged, records)
 
-    def _rewrite(self, target: TargetTable, arrow: ArrowCatalog, note: dict[str, str]) -> bool:
-        """Copy-on-write through pyiceberg: the table's rows at the snapshot the classification
+    def _rewrite(self, target: TargetTable, note: dict[str, str]) -> bool:
+        """Copy-on-write by the writer: the table's rows at the snapshot the classification
         read, without the updated and deleted keys, plus the inserted and updated rows (whole
         images: a group holds no table with unsent values). With soft deletes, every written
         key's row goes (an insert may revive a soft-deleted row) and a deleted key's comes back
@@ -292,7 +290,7 @@ class ExistingGroup(FreshGroup):
             )
             marked = [*target.keys, ORDER_COLUMN, "_cdc_op", "_cdc_batch_id"]
             marks = with_flag(deleted.select(marked), True)
-        return arrow.replace_rows(
+        return self.writer.replace_rows(
             target.identifier,
             self._read_at[target.name],
             target.keys,
@@ -346,32 +344,30 @@ def write_group(
     spark: SparkSession,
     group: FreshGroup,
     members: list[FreshTable],
-    arrow: ArrowCatalog | None,
+    writer: TableWriter,
 ) -> dict[str, Exception]:
     """Write each table of a classified group; returns the refusals, each its table's own.
 
-    Tables this run created are written one after another (through pyiceberg where it can take
-    them, registered together after the last write). Of the tables holding rows, the small ones
-    are rewritten through pyiceberg (committed together after the last rewrite), and the others
-    merged (or appended) by Spark, several at once (``concurrent_writes``)."""
+    Tables this run created are written one after another (from their collected rows where the
+    writer takes them, registered together after the last write). Of the tables holding rows,
+    the small ones are rewritten whole where the writer can (committed together after the last
+    rewrite), and the others merged (or appended) by Spark, several at once
+    (``concurrent_writes``)."""
     refused = (AnalysisException, TableDesignError)
     refusals: dict[str, Exception] = {}
     if not isinstance(group, ExistingGroup):
-        with arrow.created_together() if arrow is not None else nullcontext():
+        with writer.created_together():
             for table in members:
                 try:
-                    group.write(table, arrow)
+                    group.write(table, writer)
                 except refused as exc:
                     refusals[table.target.name] = exc
         return refusals
     by_spark: list[FreshTable] = []
-    together: AbstractContextManager[set[str]] = (
-        arrow.rewritten_together() if arrow is not None else nullcontext(set())
-    )
-    with together as moved:
+    with writer.rewritten_together() as moved:
         for table in members:
             try:
-                if not group.write_small(table, arrow):
+                if not group.write_small(table):
                     by_spark.append(table)
             except refused as exc:
                 refusals[table.target.name] = exc

@@ -64,8 +64,8 @@ if TYPE_CHECKING:
     from cdc_ingest.apply.write_policy import WritePolicy
     from cdc_ingest.contract import ColumnType
     from cdc_ingest.schema.target import TargetTable
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
     from cdc_ingest.state.summary import TableSummary
+    from cdc_ingest.writers.protocol import TableWriter
 
 # The slots of a group's typed rows, at most (``group_layout``): wide rows cost more than the plans
 # they save.
@@ -235,22 +235,21 @@ class FreshGroup:
         valued = typed_values(classified, self._typed_columns)
         return computed_columns(valued, self.tables[0].target)
 
-    def write(self, table: FreshTable, arrow: ArrowCatalog | None = None) -> None:
-        """Append one table's inserts, its counts on the commit: through pyiceberg (``arrow``)
-        where it can take the table, else by a Spark job."""
+    def write(self, table: FreshTable, writer: TableWriter) -> None:
+        """Append one table's inserts, its counts on the commit: from its collected rows where
+        ``writer`` takes them, else by a Spark job."""
         target = table.target
         summary = self.summaries[target.name]
         if not self._written(target.name):
-            if arrow is not None:
-                arrow.create_pending(target.identifier)  # deferred to its rows: it has none
+            writer.create_pending(target.identifier)  # deferred to its rows: it has none
             return
         note = counts_properties(self.batch, target.name, "0", self._outcome(summary))
-        if arrow is not None:
+        if writer.appends_collected:
             with stage("append to created table"):
                 rows = self._arrow_rows(target.name)
                 if self.soft:
                     rows = with_flags(rows)
-                if arrow.append(target.identifier, rows, note):
+                if writer.append_arrow(target.identifier, rows, note):
                     return
         with commit_properties(self.spark, note), stage("append to created table"):
             # Fewer than group_rows rows: one task writes them as one file (not one per part).

@@ -35,7 +35,7 @@ from cdc_ingest.schema.evolution import (
     table_level,
 )
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
-from cdc_ingest.schema.ownership import TableWriter
+from cdc_ingest.schema.ownership import TableOwner
 from cdc_ingest.schema.routes import routed_creation
 from cdc_ingest.schema.target import (
     KEYS_PROPERTY,
@@ -43,7 +43,6 @@ from cdc_ingest.schema.target import (
     TargetInventory,
     TargetTable,
     prepare_target,
-    table_properties,
 )
 from cdc_ingest.stages import stage
 from cdc_ingest.state.summary import TableSummary
@@ -54,6 +53,7 @@ from cdc_ingest.state.tables import (
     qualified,
     quote,
     sql_string,
+    table_properties,
 )
 from cdc_ingest.table_options import PipelineTableOptions
 
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.inference import TypeInference
     from cdc_ingest.schema_policy import SchemaPolicy
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
+    from cdc_ingest.writers.protocol import TableWriter
 
 
 @dataclass
@@ -79,15 +79,15 @@ class TableContext:
     inference: TypeInference
     tombstone_index: TombstoneIndex
     batch_id: int
+    # What creates and writes the tables (``writers``).
+    writer: TableWriter
     resumed: bool = False
     table_options: PipelineTableOptions = field(default_factory=PipelineTableOptions)
-    # pyiceberg's view of the catalog: creates and appends small tables without a JVM call each.
-    arrow: ArrowCatalog | None = None
     # Each file's landing time (epoch millis, by ``_cdc_file_idx``): where history versions
     # start when the format sends no source time.
     landed_ms: tuple[int | None, ...] = ()
     # The pipeline writing the tables (schema/ownership): what it records, what it may write.
-    writer: TableWriter | None = None
+    owner: TableOwner | None = None
     # What chooses each table's write route (``write_policy``).
     writes: WritePolicy = field(default_factory=WritePolicy)
 
@@ -98,7 +98,7 @@ class TableContext:
     @property
     def batch(self) -> PipelineBatch:
         """The batch, as its commits are marked and found again."""
-        return PipelineBatch(self.writer.pipeline if self.writer else "", self.batch_id)
+        return PipelineBatch(self.owner.pipeline if self.owner else "", self.batch_id)
 
 
 def apply_segment(
@@ -246,8 +246,8 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
         note = with_ddl_note({}, ctx.batch, event.position, APPLIED, detail)
         design = creation(ctx.spark, ctx.table_options.for_table(name), change.columns)
         created = {KEYS_PROPERTY: ",".join(table_key), DDL_OUTCOMES_PROPERTY: note}
-        if ctx.writer is not None:
-            created |= ctx.writer.created_properties()
+        if ctx.owner is not None:
+            created |= ctx.owner.created_properties()
         create_target(
             ctx.spark,
             identifier,
@@ -257,6 +257,7 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
             design.extra_columns,
             design.partitioned_by,
             design.write_order,
+            writer=ctx.writer.by_spark(),
         )
         ctx.existing.add(name)
         event.status, event.detail = APPLIED, detail
@@ -370,7 +371,8 @@ def apply_with_ddl(
                 ctx.policy(name),
                 batch_id=ctx.batch_id,
                 options=ctx.table_options.for_table(name),
-                writer=ctx.writer,
+                writer=ctx.writer.by_spark(),
+                owner=ctx.owner,
             )
             ctx.existing.add(name)
             total.design_changes += target.design_changes

@@ -1,8 +1,8 @@
 """What chooses each table's write route in a batch: alone, or in a group of tables classified
-together (created by the batch, or holding rows); its rows appended or rewritten by pyiceberg, or
-written by Spark. One frozen policy per run, which tests pass in (``run_pipeline(writes=...)``)
-to take a route at the sizes of a test; the measurements behind the defaults are in
-docs/performance.md ("Figures behind the code's choices")."""
+together (created by the batch, or holding rows); its rows appended or rewritten without a Spark
+job (``writers``), or written by Spark. One frozen policy per run, which tests pass in
+(``run_pipeline(writes=...)``) to take a route at the sizes of a test; the measurements behind
+the defaults are in docs/performance.md ("Figures behind the code's choices")."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from cdc_ingest.schema.target import TargetTable
+    from cdc_ingest.writers.protocol import TableWriter
 
 # Where a prepared table is applied: with the other tables the batch creates, with the other
 # tables that hold rows, or alone by a plan of its own.
@@ -73,3 +74,17 @@ class WritePolicy:
         if created:
             return "alone" if tombstoned else "fresh group"
         return "alone" if resumed else "existing group"
+
+    def mirrors_writer(self, writer: TableWriter) -> TableWriter:
+        """What writes the mirrors: the run's writer, or Spark's alone where ``pyiceberg`` is
+        off."""
+        return writer if self.pyiceberg else writer.by_spark()
+
+    def keeps_group(self, writer: TableWriter, target: TargetTable, created: bool) -> bool:
+        """Whether a table alone in its group is still classified as a group, for its writer to
+        write it without a Spark job: a group of one shares no plan, but a created table's
+        collected rows are appended, and a small table's rewritten, for a tenth of what a Spark
+        append or MERGE costs (performance.md, "Figures behind the code's choices")."""
+        if created:
+            return writer.appends_collected
+        return writer.rewrites_small and writer.rewritable(target.identifier, self.rewritten_rows)

@@ -291,9 +291,7 @@ def serve(
         ready.close()
         return 0
     place.socket.unlink(missing_ok=True)
-    base = build_session(
-        None, app_name="cdc-ingest-engine", extra_conf=spark_conf, long_lived=True
-    )
+    base = build_session(None, app_name="cdc-ingest-engine", extra_conf=spark_conf, long_lived=True)
     engine = Engine(base, parallel, runner)
     sys.stdout = _ThreadStreams(sys.stdout, "out", engine.sinks)
     sys.stderr = _ThreadStreams(sys.stderr, "err", engine.sinks)

@@ -24,7 +24,7 @@ from cdc_ingest.state.tables import BATCHES, SYSTEM_TABLES, qualified
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
+    from cdc_ingest.writers.protocol import TableWriter
 
 
 def _timestamp(iso: str | None) -> datetime | None:
@@ -78,7 +78,7 @@ def record_batch(
     namespace: str,
     summary: RunSummary,
     run_id: str | None,
-    arrow: ArrowCatalog | None = None,
+    writer: TableWriter,
 ) -> bool:
     """Append the batch's row unless a resumed batch already wrote it; returns whether it wrote.
 
@@ -88,7 +88,7 @@ def record_batch(
         namespace: the pipeline's namespace.
         summary: the finished run (``batch_id`` set, not a dry run).
         run_id: the orchestrator's run id (Airflow's ``run_id``), if any.
-        arrow: pyiceberg's view of the catalog, which appends the row where it can (no Spark
+        writer: what appends the row (``writers``: pyiceberg's, where it can, makes no Spark
             job for one row).
     """
     from pyspark.sql import functions as F
@@ -104,16 +104,7 @@ def record_batch(
             return False
     row = batch_row(summary, run_id)
     properties = {"cdc.pipeline": summary.pipeline, "cdc.batch-id": str(summary.batch_id)}
-    if arrow is not None and arrow.append(table, [row], properties):
-        return True
-    names = [c.strip().split(" ")[0] for c in SYSTEM_TABLES[BATCHES].split(",")]
-    # The schema string has commas only between columns (no struct or map types).
-    (
-        spark.createDataFrame([tuple(row[n] for n in names)], SYSTEM_TABLES[BATCHES])
-        .writeTo(table)
-        .options(**{f"snapshot-property.{k}": v for k, v in properties.items()})
-        .append()
-    )
+    writer.append_rows(table, [row], SYSTEM_TABLES[BATCHES], properties)
     return True
 
 

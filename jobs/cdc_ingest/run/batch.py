@@ -55,10 +55,10 @@ from cdc_ingest.run.context import RunContext, open_run
 from cdc_ingest.run.modes import RunMode, choose_mode
 from cdc_ingest.run.options import RunOptions
 from cdc_ingest.schema.evolution import SchemaChangeRefused, check_policy, collect_ddl
-from cdc_ingest.snapshots.arrow_catalog import arrow_catalog
 from cdc_ingest.spark_session import driver_ran_out_of_memory, release
 from cdc_ingest.stages import StageTimings, current, recording, stage
 from cdc_ingest.state.summary import RunSummary, TableSummary
+from cdc_ingest.writers.routing import table_writer
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -105,9 +105,10 @@ def run_pipeline(
     options = options or RunOptions()
     install_commit_fault()
     started, start = datetime.now(UTC), time.perf_counter()
-    with recording(current() or StageTimings()) as timings, arrow_catalog(config.catalog) as arrow:
+    writer = table_writer(spark, config.catalog)
+    with recording(current() or StageTimings()) as timings, writer as opened:
         with stage("plan"):
-            run = open_run(spark, config, pipeline_name, options, arrow, writes)
+            run = open_run(spark, config, pipeline_name, options, opened, writes)
             mode = choose_mode(options, run.state)
             plan = mode.kind.plan(run)
         summary = new_summary(run, mode, plan, started)
@@ -341,9 +342,8 @@ def apply(
         if mode.records_ddl:
             _ddl_recorder(run, batch, summary, events)()
         raise
-    # A mode changes the pipelines, never the catalog: the run's pyiceberg view serves.
+    # A mode changes the pipelines, never the catalog: the run's writer serves.
     writes = _write_policy(run)
-    arrow = run.arrow if writes.pyiceberg else None
     dead = apply_all_tables(
         run.spark,
         config,
@@ -355,7 +355,7 @@ def apply(
         events,
         only=mode.restricted_to,
         appends=mode.appends,
-        arrow=arrow,
+        writer=writes.mirrors_writer(run.writer),
         decision=decision,
         writes=writes,
     )
@@ -426,7 +426,7 @@ def commit(
     left_out: dict[int, FileCheck],
 ) -> None:
     """The batch's row of ``_cdc_batches``, then (a batch of the checkpoint) its commit."""
-    record_batch(run.spark, run.catalog, run.namespace, summary, run.options.run_id, run.arrow)
+    record_batch(run.spark, run.catalog, run.namespace, summary, run.options.run_id, run.writer)
     if not mode.effect.commits:
         return
     maybe_die("before_checkpoint")

@@ -14,7 +14,7 @@ from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.state.checkpoints import CheckpointStore
 from cdc_ingest.state.lake import CheckpointState
 from cdc_ingest.state.order_migration import migrate_system_tables
-from cdc_ingest.state.tables import CHECKPOINTS, ensure_system_tables, existing_tables
+from cdc_ingest.state.tables import CHECKPOINTS, ensure_system_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.landing.zones import LandedFile
     from cdc_ingest.run.options import RunOptions
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
+    from cdc_ingest.writers.protocol import TableWriter
 
 
 @dataclass
@@ -40,8 +40,7 @@ class RunContext:
         existing: the namespace's tables; stages add the tables they create.
         store: the pipeline's checkpoint rows.
         state: what the checkpoint held when the run started.
-        arrow: pyiceberg's view of the catalog, for the small writes it makes without a Spark
-            job (``snapshots/arrow_catalog``); open for the run.
+        writer: what writes the run's tables (``writers``); open for the run.
         not_files: entries named like landed files that are no files, with what each is.
         writes: what chooses each table's write route (``apply/write_policy``).
     """
@@ -55,7 +54,7 @@ class RunContext:
     existing: set[str]
     store: CheckpointStore
     state: CheckpointState
-    arrow: ArrowCatalog
+    writer: TableWriter
     not_files: dict[str, str] = field(default_factory=dict)
     writes: WritePolicy = field(default_factory=WritePolicy)
 
@@ -75,7 +74,7 @@ def open_run(
     config: Config,
     pipeline_name: str,
     options: RunOptions,
-    arrow: ArrowCatalog,
+    writer: TableWriter,
     writes: WritePolicy | None = None,
 ) -> RunContext:
     """The pipeline, its landing zone, its namespace's tables and its checkpoint state.
@@ -95,11 +94,11 @@ def open_run(
     catalog = config.catalog.name
     configure_catalog(spark, config.catalog)
     if options.dry_run:
-        existing = existing_tables(spark, catalog, pipeline.namespace, arrow)
+        existing = writer.table_names(pipeline.namespace)
     else:
-        existing = ensure_system_tables(spark, catalog, pipeline.namespace, arrow)
-        migrate_system_tables(spark, catalog, pipeline.namespace, existing, arrow)
-    store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name, arrow)
+        existing = ensure_system_tables(writer, catalog, pipeline.namespace)
+        migrate_system_tables(spark, catalog, pipeline.namespace, existing, writer)
+    store = CheckpointStore(spark, catalog, pipeline.namespace, pipeline.name, writer)
     state = store.load() if CHECKPOINTS in existing else CheckpointState()
     return RunContext(
         spark,
@@ -111,7 +110,7 @@ def open_run(
         existing,
         store,
         state,
-        arrow,
+        writer,
         not_files,
         writes or WritePolicy(),
     )

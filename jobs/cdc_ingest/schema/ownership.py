@@ -26,7 +26,7 @@ class OrdersDoNotCompare(TableDesignError):
 
 
 @dataclass(frozen=True)
-class TableWriter:
+class TableOwner:
     """The pipeline writing a batch's tables, and the ``table_options`` of every pipeline of its
     pipelines file that shares its namespace (by pipeline name)."""
 

@@ -16,7 +16,7 @@ from cdc_ingest.formats.base import Decoder
 from cdc_ingest.schema.design import computed_types, creation, evolve_design
 from cdc_ingest.schema.inference import TypeInference
 from cdc_ingest.schema.names import RESERVED_RULE, is_reserved
-from cdc_ingest.schema.ownership import TableWriter
+from cdc_ingest.schema.ownership import TableOwner
 from cdc_ingest.schema.types import widens
 from cdc_ingest.schema_policy import SchemaPolicy
 from cdc_ingest.stages import stage
@@ -30,7 +30,7 @@ from cdc_ingest.state.tables import (
     qualified,
     quote,
     sql_string,
-    table_columns,
+    table_properties,
 )
 from cdc_ingest.table_options import DELETED_COLUMN, Expectation, HistoryOptions, TableOptions
 
@@ -40,7 +40,7 @@ DEFAULT_POLICY = SchemaPolicy()
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
+    from cdc_ingest.writers.protocol import TableWriter
 
 KEYS_PROPERTY = "cdc.keys"
 # Set when the source drops the table: the mirror is kept and no longer receives changes, until
@@ -175,24 +175,18 @@ def declared_widenings(
     return widened
 
 
-def table_properties(spark: SparkSession, identifier: str) -> dict[str, str]:
-    """An existing table's properties."""
-    rows = spark.sql(f"SHOW TBLPROPERTIES {identifier}").collect()
-    return {r["key"]: r["value"] for r in rows}
-
-
 def table_keys(spark: SparkSession, identifier: str) -> tuple[str, ...]:
     """The key columns a table was created with (its ``cdc.keys`` property)."""
     value = table_properties(spark, identifier).get(KEYS_PROPERTY, "")
     return tuple(k for k in value.split(",") if k)
 
 
-def _created_mark(batch_id: int | None, writer: TableWriter | None) -> str:
+def _created_mark(batch_id: int | None, owner: TableOwner | None) -> str:
     """The creating batch as the table remembers it: batch ids count per pipeline.
 
     A table created before marks named their pipeline holds the bare batch id, also accepted.
     """
-    return f"{writer.pipeline}/{batch_id}" if writer is not None else str(batch_id)
+    return f"{owner.pipeline}/{batch_id}" if owner is not None else str(batch_id)
 
 
 def prepare_target(
@@ -206,9 +200,10 @@ def prepare_target(
     policy: SchemaPolicy = DEFAULT_POLICY,
     batch_id: int | None = None,
     options: TableOptions | None = None,
-    arrow: ArrowCatalog | None = None,
+    *,
+    writer: TableWriter,
     defer_creation: bool = False,
-    writer: TableWriter | None = None,
+    owner: TableOwner | None = None,
 ) -> tuple[TargetTable, bool]:
     """Create or extend the target table; returns it and whether it was created.
 
@@ -218,10 +213,10 @@ def prepare_target(
     ``inference`` types columns nothing declares. ``policy`` says whether an existing table
     takes the columns it lacks (else their values are not applied) and the wider types the
     messages declare. ``options`` shape the table
-    (see :mod:`cdc_ingest.schema.design`); ``arrow`` creates a plain keyed table through pyiceberg
-    (``snapshots/arrow_catalog``), with ``defer_creation`` when its first rows are appended (or
-    ``arrow.create_pending``): the caller makes sure that happens before Spark needs the table.
-    ``writer``: the pipeline writing it (``schema/ownership``), whose format must fit the table
+    (see :mod:`cdc_ingest.schema.design`); ``writer`` reads and creates the table (``writers``),
+    with ``defer_creation`` when its first rows are appended (or ``writer.create_pending``): the
+    caller makes sure that happens before Spark needs the table.
+    ``owner``: the pipeline writing it (``schema/ownership``), whose format must fit the table
     and whose ``options`` give way to those of the pipeline that created it.
 
     Raises:
@@ -240,17 +235,13 @@ def prepare_target(
     created = inventory.name not in existing_tables
     properties: dict[str, str] = {}
     if not created:
-        facts = arrow.table_facts(identifier) if arrow is not None else None
-        if facts is None:
-            facts = table_columns(spark, identifier), table_properties(spark, identifier)
-        stored, properties = facts
-        if writer is not None:
-            writer.check(inventory.name, properties)
-            options = writer.options(inventory.name, properties, options)
+        stored, properties = writer.table_facts(identifier)
+        if owner is not None:
+            owner.check(inventory.name, properties)
+            options = owner.options(inventory.name, properties, options)
         if needs_migration(stored):
             migrate_stored_order(spark, identifier, stored)
-            if arrow is not None:
-                arrow.altered(identifier)
+            writer.altered(identifier)
             stored = {n: t for n, t in stored.items() if n != STAGED_COLUMN}
             stored[ORDER_COLUMN] = "binary"
     computed_names = set(options.computed_columns)
@@ -295,10 +286,10 @@ def prepare_target(
         design = creation(spark, options, ordered)
         computed = design.computed
         created_with = {KEYS_PROPERTY: ",".join(keys), **design.properties}
-        if writer is not None:
-            created_with |= writer.created_properties()
+        if owner is not None:
+            created_with |= owner.created_properties()
         if batch_id is not None:
-            created_with[CREATED_IN_PROPERTY] = _created_mark(batch_id, writer)
+            created_with[CREATED_IN_PROPERTY] = _created_mark(batch_id, owner)
         with stage("create table"):
             won = create_target(
                 spark,
@@ -309,8 +300,8 @@ def prepare_target(
                 design.extra_columns,
                 design.partitioned_by,
                 design.write_order,
-                arrow,
-                defer_creation,
+                writer=writer,
+                deferred=defer_creation,
             )
         if not won:
             # Another writer created it since the run started: extend it like any existing table.
@@ -327,6 +318,7 @@ def prepare_target(
                 batch_id,
                 options,
                 writer=writer,
+                owner=owner,
             )
     if not created:
         keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k) or keys
@@ -345,12 +337,12 @@ def prepare_target(
         now = stored | {c: types[c].spark_type for c in new} | widened
         now |= {n: c.spark_type for n, c in added.items()}
         design_changes += evolve_design(spark, identifier, options, properties, now)
-        claimed = writer.claim(properties) if writer is not None else {}
+        claimed = owner.claim(properties) if owner is not None else {}
         if claimed:
             assigned = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in claimed.items())
             spark.sql(f"ALTER TABLE {identifier} SET TBLPROPERTIES ({assigned})")
-        if arrow is not None and (new or widened or added or design_changes or claimed):
-            arrow.altered(identifier)  # its facts' load is older than these changes
+        if new or widened or added or design_changes or claimed:
+            writer.altered(identifier)  # its facts' load is older than these changes
     target = TargetTable(
         name=inventory.name,
         identifier=identifier,
@@ -362,7 +354,7 @@ def prepare_target(
         unavailable_values=decoder.unavailable_values if inventory.unavailable else (),
         moves_keys=inventory.moves_keys,
         created_in_batch=created
-        or properties.get(CREATED_IN_PROPERTY) in (_created_mark(batch_id, writer), str(batch_id)),
+        or properties.get(CREATED_IN_PROPERTY) in (_created_mark(batch_id, owner), str(batch_id)),
         computed={n: (options.computed_columns[n], computed[n]) for n in options.computed_columns},
         deletes=options.deletes,
         design_changes=tuple(design_changes),

@@ -55,7 +55,7 @@ class ArrowCatalog(SmallTableRewrites):
     def __init__(self, config: CatalogConfig) -> None:
         self.config = config
         self._catalog: Catalog | None = None
-        self.available = config.type in _KINDS
+        self.available = writes_catalog(config)
         # Tables this object created, as created: their first append needs no load, a fifth of
         # a small append's cost.
         self._created: dict[tuple[str, str], Table] = {}
@@ -360,6 +360,11 @@ class ArrowCatalog(SmallTableRewrites):
         _, namespace, name = _parts(identifier)
         self._loaded.pop((namespace, name), None)
         self._read.pop((namespace, name), None)
+
+
+def writes_catalog(config: CatalogConfig) -> bool:
+    """Whether pyiceberg writes tables of this kind of catalog as Spark does."""
+    return config.type in _KINDS
 
 
 def _parts(identifier: str) -> list[str]:

@@ -88,7 +88,6 @@ def as_table_rows(rows: pa.Table, schema: Schema) -> pa.Table:
     wanted = schema.as_arrow()
     held = set(rows.column_names)  # a list built anew on each access: once for a wide table
     columns = [
-        rows.column(f.name) if f.name in held else pa.nulls(rows.num_rows, f.type)
-        for f in wanted
+        rows.column(f.name) if f.name in held else pa.nulls(rows.num_rows, f.type) for f in wanted
     ]
     return pa.Table.from_arrays(columns, names=wanted.names).cast(wanted)

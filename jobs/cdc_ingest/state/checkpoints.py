@@ -30,7 +30,7 @@ from cdc_ingest.state.tables import CHECKPOINTS, SYSTEM_TABLES, qualified
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
+    from cdc_ingest.writers.protocol import TableWriter
 
 
 @dataclass
@@ -72,36 +72,18 @@ class CheckpointStore:
         catalog: str,
         namespace: str,
         pipeline: str,
-        arrow: ArrowCatalog | None = None,
+        writer: TableWriter,
     ) -> None:
         self.spark = spark
         self.pipeline = pipeline
         self.namespace = namespace
         self.table = qualified(catalog, namespace, CHECKPOINTS)
-        self.arrow = arrow
+        self.writer = writer
 
     def load(self) -> CheckpointState:
         """The committed state, and the plan of a batch that was started but not committed."""
-        from pyspark.sql import functions as F
-
-        from cdc_ingest.state.lake import pipeline_rows
-        from cdc_ingest.state.warehouse_errors import warehouse_failures
-
-        catalog = self.arrow.opened() if self.arrow is not None else None
-        if catalog is not None:
-            with warehouse_failures(f"pyiceberg scan of {self.namespace}.{CHECKPOINTS}"):
-                scanned = pipeline_rows(
-                    catalog, self.namespace, CHECKPOINTS, self.pipeline, CHECKPOINT_FIELDS
-                )
-            if scanned is not None:
-                return checkpoint_state(scanned)
-        rows = (
-            self.spark.table(self.table)
-            .where(F.col("pipeline") == self.pipeline)
-            .select(*CHECKPOINT_FIELDS)
-            .collect()
-        )
-        return checkpoint_state(r.asDict() for r in rows)
+        rows = self.writer.pipeline_rows(self.table, self.pipeline, CHECKPOINT_FIELDS)
+        return checkpoint_state(rows)
 
     def plan(
         self, listing: list[LandedFile], state: CheckpointState, max_files: int | None = None
@@ -262,14 +244,4 @@ class CheckpointStore:
 
     def _append(self, rows: list[dict[str, Any]], batch_id: int) -> None:
         properties = {"cdc.pipeline": self.pipeline, "cdc.batch-id": str(batch_id)}
-        if self.arrow is not None and self.arrow.append(self.table, rows, properties):
-            return
-        schema = SYSTEM_TABLES[CHECKPOINTS]
-        names = [c.strip().split(" ")[0] for c in schema.split(",")]
-        data = [tuple(r.get(n) for n in names) for r in rows]
-        (
-            self.spark.createDataFrame(data, schema)
-            .writeTo(self.table)
-            .options(**{f"snapshot-property.{k}": v for k, v in properties.items()})
-            .append()
-        )
+        self.writer.append_rows(self.table, rows, SYSTEM_TABLES[CHECKPOINTS], properties)

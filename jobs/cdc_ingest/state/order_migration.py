@@ -30,14 +30,13 @@ from cdc_ingest.state.tables import (
     current_snapshot_id,
     qualified,
     quote,
-    table_columns,
     unquoted,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
+    from cdc_ingest.writers.protocol import TableWriter
 
 log = logging.getLogger(__name__)
 
@@ -56,19 +55,17 @@ def migrate_system_tables(
     catalog: str,
     namespace: str,
     existing: set[str],
-    arrow: ArrowCatalog | None = None,
+    writer: TableWriter,
 ) -> None:
     """Migrate the namespace's system tables that store an ordering value (``_cdc_tombstones``,
-    ``_cdc_ddl_history``); their columns read by pyiceberg where ``arrow`` can (a load each, a
-    few ms), else by Spark."""
+    ``_cdc_ddl_history``); their columns read by the run's writer (pyiceberg's: a load each,
+    a few ms)."""
     for name in (TOMBSTONES, DDL_HISTORY):
         if name not in existing:
             continue
         identifier = qualified(catalog, namespace, name)
-        facts = arrow.table_facts(identifier) if arrow is not None else None
-        columns = facts[0] if facts is not None else table_columns(spark, identifier)
-        if arrow is not None:
-            arrow.altered(identifier)
+        columns, _ = writer.table_facts(identifier)
+        writer.altered(identifier)
         migrate_stored_order(spark, identifier, columns)
 
 

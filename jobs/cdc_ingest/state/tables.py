@@ -11,7 +11,7 @@ from cdc_ingest.contract import ColumnType
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cdc_ingest.snapshots.arrow_catalog import ArrowCatalog
+    from cdc_ingest.writers.protocol import TableWriter
 
 # Row-level changes are written as delete files (merge-on-read): a micro-batch touching a few rows
 # must not rewrite whole data files.
@@ -105,46 +105,35 @@ def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
             raise
 
 
-def ensure_system_tables(
-    spark: SparkSession, catalog: str, namespace: str, arrow: ArrowCatalog | None = None
-) -> set[str]:
+def ensure_system_tables(writer: TableWriter, catalog: str, namespace: str) -> set[str]:
     """Create the pipeline's ``_cdc_`` tables that do not exist yet; returns every table's name.
 
-    Created through pyiceberg where ``arrow`` can, as Spark's CREATE TABLE makes them: five
-    CREATE TABLE statements would be a large part of a small batch's first run.
+    pyiceberg's writer creates them as Spark's CREATE TABLE makes them: five CREATE TABLE
+    statements would be a large part of a small batch's first run.
     """
-    if arrow is not None and arrow.ensure_namespace(namespace, spark_jvm.current_user(spark)):
-        existing = existing_tables(spark, catalog, namespace, arrow)
-    else:
-        ensure_namespace(spark, catalog, namespace)
-        existing = table_names(spark, catalog, namespace)
+    writer.ensure_namespace(namespace)
+    existing = writer.table_names(namespace)
     for name, columns in SYSTEM_TABLES.items():
-        if name in existing:
-            continue
-        identifier = qualified(catalog, namespace, name)
-        if arrow is not None:
-            stored = {"owner": spark_jvm.current_user(spark), **TABLE_PROPERTIES}
-            if arrow.create_keyed(identifier, _column_types(columns), (), stored) is not None:
-                continue
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {identifier} ({columns}) "
-            f"USING iceberg TBLPROPERTIES ({_properties()})"
-        )
+        if name not in existing:
+            writer.create_system_table(qualified(catalog, namespace, name), columns)
     return existing | set(SYSTEM_TABLES)
 
 
-def _column_types(columns: str) -> dict[str, str]:
+def create_system_table(spark: SparkSession, identifier: str, columns: str) -> None:
+    """CREATE TABLE IF NOT EXISTS of a ``_cdc_`` table (``columns`` as ``SYSTEM_TABLES``)."""
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {identifier} ({columns}) "
+        f"USING iceberg TBLPROPERTIES ({_properties()})"
+    )
+
+
+def column_types(columns: str) -> dict[str, str]:
     """A system table's columns (``SYSTEM_TABLES``: no type holds a comma) by name."""
     return dict(column.strip().split(" ", 1) for column in columns.split(","))
 
 
-def existing_tables(
-    spark: SparkSession, catalog: str, namespace: str, arrow: ArrowCatalog | None = None
-) -> set[str]:
-    """Names of a namespace's tables (by pyiceberg where ``arrow`` can); none if it is missing."""
-    listed = arrow.table_names(namespace) if arrow is not None else None
-    if listed is not None:
-        return listed
+def namespace_tables(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
+    """Names of a namespace's tables through Spark; none if it is missing."""
     namespaces = spark.sql(f"SHOW NAMESPACES IN {quote(catalog)}").collect()
     if namespace not in {row[0] for row in namespaces}:
         return set()
@@ -155,6 +144,12 @@ def table_names(spark: SparkSession, catalog: str, namespace: str) -> set[str]:
     """Names of the tables in a namespace."""
     rows = spark.sql(f"SHOW TABLES IN {quote(catalog)}.{quote(namespace)}").collect()
     return {row["tableName"] for row in rows}
+
+
+def table_properties(spark: SparkSession, identifier: str) -> dict[str, str]:
+    """An existing table's properties."""
+    rows = spark.sql(f"SHOW TBLPROPERTIES {identifier}").collect()
+    return {r["key"]: r["value"] for r in rows}
 
 
 def table_columns(spark: SparkSession, identifier: str) -> dict[str, str]:
@@ -172,7 +167,8 @@ def create_target(
     extra_columns: dict[str, str] | None = None,
     partitioned_by: tuple[str, ...] = (),
     write_order: tuple[str, ...] = (),
-    arrow: ArrowCatalog | None = None,
+    *,
+    writer: TableWriter,
     deferred: bool = False,
 ) -> bool:
     """Create a mirrored table: source columns, the ``_cdc_`` columns, the key as identifier.
@@ -181,8 +177,8 @@ def create_target(
     ``extra_columns`` (Spark SQL types) follow the source columns (computed columns, the soft
     delete flag); ``partitioned_by`` and ``write_order`` are Iceberg's Spark DDL (transforms; sort
     fields). Returns False when another writer created the table first: only the creator may treat
-    it as empty. ``deferred``: ``arrow`` may make the table with its first rows (see
-    ``ArrowCatalog.create_keyed``).
+    it as empty. A plain keyed table is created by ``writer``;
+    ``deferred``: the writer may make it with its first rows (``TableWriter.create_keyed``).
     """
     from pyspark.errors import AnalysisException
 
@@ -193,16 +189,9 @@ def create_target(
     definitions += [f"{quote(name)} {stype}" for name, stype in (extra_columns or {}).items()]
     definitions += [f"{quote(name)} {stype}" for name, stype in SYSTEM_COLUMNS.items()]
     if keys and not partitioned_by and not write_order:
-        created: bool | None = None
-        if arrow is not None:
-            typed = {n: c.spark_type for n, c in columns.items()}
-            typed |= {**(extra_columns or {}), **SYSTEM_COLUMNS}
-            owner = {"owner": spark_jvm.current_user(spark)}
-            stored = {**owner, **TABLE_PROPERTIES, **(properties or {})}
-            created = arrow.create_keyed(identifier, typed, keys, stored, deferred)
-        if created is None:
-            stored = properties or {}
-            created = _create_with_identifier(spark, identifier, definitions, keys, stored)
+        typed = {n: c.spark_type for n, c in columns.items()}
+        typed |= {**(extra_columns or {}), **SYSTEM_COLUMNS}
+        created = writer.create_keyed(identifier, typed, keys, properties or {}, deferred)
         if created is not None:
             return created
     partitioning = f"PARTITIONED BY ({', '.join(partitioned_by)}) " if partitioned_by else ""
@@ -223,18 +212,23 @@ def create_target(
     return True
 
 
-def _create_with_identifier(
+def create_with_identifier(
     spark: SparkSession,
     identifier: str,
-    definitions: list[str],
+    columns: dict[str, str],
     keys: tuple[str, ...],
     properties: dict[str, str],
 ) -> bool | None:
-    """CREATE TABLE with the key as identifier fields in one commit, through Iceberg's catalog API:
-    what Spark's CREATE TABLE then ALTER TABLE SET IDENTIFIER FIELDS make, for about half their
-    CPU (a batch may create hundreds of tables). False when the table exists already; None when
-    the catalog is not Iceberg's ``SparkCatalog`` (the caller then uses SQL).
+    """CREATE TABLE of ``columns`` (name -> Spark SQL type) with the key as identifier fields in
+    one commit, through Iceberg's catalog API: what Spark's CREATE TABLE then ALTER TABLE SET
+    IDENTIFIER FIELDS make, for about half their CPU (a batch may create hundreds of tables).
+    False when the table exists already; None when the catalog is not Iceberg's ``SparkCatalog``
+    (the caller then uses SQL).
     """
+    definitions = [
+        f"{quote(name)} {stype}{' NOT NULL' if name in keys else ''}"
+        for name, stype in columns.items()
+    ]
     catalog, namespace, table = unquoted(identifier)
     # Spark's CREATE TABLE names the owner: so does this.
     stored = {"owner": spark_jvm.current_user(spark), **TABLE_PROPERTIES, **properties}

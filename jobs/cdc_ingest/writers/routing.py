@@ -1,0 +1,29 @@
+"""Which writer a run's tables take: pyiceberg's over Spark's where pyiceberg can open the
+catalog's kind, else Spark's alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from cdc_ingest.snapshots.arrow_catalog import arrow_catalog, writes_catalog
+from cdc_ingest.writers.pyiceberg_writer import PyicebergWriter
+from cdc_ingest.writers.spark_writer import SparkWriter
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cdc_ingest.catalog.config import CatalogConfig
+    from cdc_ingest.writers.protocol import TableWriter
+
+
+@contextmanager
+def table_writer(spark: SparkSession, catalog: CatalogConfig) -> Iterator[TableWriter]:
+    """The run's writer for the block; a pyiceberg catalog it opens is closed when it ends."""
+    by_spark = SparkWriter(spark, catalog.name)
+    if not writes_catalog(catalog):
+        yield by_spark
+        return
+    with arrow_catalog(catalog) as arrow:
+        yield PyicebergWriter(by_spark, arrow)
