@@ -46,7 +46,7 @@ def test_a_row_another_writer_changed_after_the_classification_is_not_overwritte
 def test_inserts_after_another_writers_commit_are_merged_not_appended(
     lake: Lake, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
-    from cdc_ingest.apply import fresh_tables, keyed
+    from cdc_ingest.apply import groups, keyed
 
     module: Any = keyed
     counts = "action_counts"
@@ -57,7 +57,7 @@ def test_inserts_after_another_writers_commit_are_merged_not_appended(
         lake.route_at(group_rows=2)  # applied by keyed.apply_table
     else:
         lake.route_at(rewritten_rows=1)  # written, not rewritten
-        module, counts = fresh_tables, "arrow_action_counts"
+        module, counts = groups, "arrow_action_counts"
     lake.add_pipeline("shop", "canal-json")
     lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
     lake.land("shop", "001b.json", [canal_message("orders", "INSERT", {"id": 2, "v": "x"}, 2)])
@@ -92,12 +92,12 @@ def test_inserts_after_another_writers_commit_are_merged_not_appended(
 def test_a_row_another_writer_changed_is_kept_when_tables_are_classified_together(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdc_ingest.apply import fresh_tables
+    from cdc_ingest.apply import groups
 
     _two_tables_and_their_updates(lake)
     # A group of few changes is counted in the driver, from the rows its classification collected.
     wrote = _another_writer_commits_after_classifying(
-        lake, monkeypatch, fresh_tables, "arrow_action_counts"
+        lake, monkeypatch, groups, "arrow_action_counts"
     )
     lake.run("shop")
 

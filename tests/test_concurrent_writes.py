@@ -80,7 +80,7 @@ def _merges_meeting(monkeypatch: Any, module: Any) -> set[str]:
 
 
 def test_tables_merged_by_spark_are_written_at_once_each_with_its_own_counts(lake, monkeypatch):
-    from cdc_ingest.apply import existing_tables, fresh_tables
+    from cdc_ingest.apply import existing_tables, groups
     from cdc_ingest.arrow_frames import collect_arrow
 
     _three_tables(lake, MERGED_IN_A_GROUP)
@@ -94,7 +94,7 @@ def test_tables_merged_by_spark_are_written_at_once_each_with_its_own_counts(lak
         collected.append(1)
         return collect_arrow(frame)
 
-    monkeypatch.setattr(fresh_tables, "collect_arrow", counted)
+    monkeypatch.setattr(groups, "collect_arrow", counted)
 
     summary = lake.run("shop")
 

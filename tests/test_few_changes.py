@@ -43,7 +43,7 @@ def merged_not_rewritten(lake: Lake) -> None:
 @pytest.fixture
 def spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """What the narrowed path did: the semi-joins built, the conditions listed."""
-    from cdc_ingest.apply import few_keys, keyed, keyed_writes
+    from cdc_ingest.apply import classify, few_keys, keyed_writes
 
     calls: dict[str, list[Any]] = {"semi_joins": [], "listed": []}
 
@@ -56,7 +56,7 @@ def spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
         calls["listed"].append(listed)
         return listed
 
-    monkeypatch.setattr(keyed, "rows_of_keys", rows_of_keys)
+    monkeypatch.setattr(classify, "rows_of_keys", rows_of_keys)
     monkeypatch.setattr(existing_tables, "rows_of_keys", rows_of_keys)
     monkeypatch.setattr(keyed_writes, "listed_keys", listed_keys)
     return calls
@@ -74,13 +74,13 @@ def path_taken(
     if path == "one table":
         lake.route_at(group_rows=2)  # applied by keyed.apply_table
     else:
-        write_small = existing_tables.ExistingGroup.write_small
+        write_small = existing_tables.HoldingGroup.write_small
 
         def recorded(self: Any, table: Any, *args: Any) -> bool:
             written.append(table.target.name)
             return write_small(self, table, *args)
 
-        monkeypatch.setattr(existing_tables.ExistingGroup, "write_small", recorded)
+        monkeypatch.setattr(existing_tables.HoldingGroup, "write_small", recorded)
     return path, written
 
 
@@ -315,10 +315,11 @@ def test_tombstones_of_keys_deleted_for_the_first_time_are_appended(
 def test_tombstones_are_broadcast_to_the_changes_and_merged_through_a_bloom_filter(
     lake: Lake, merge_plans: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from cdc_ingest.apply import classify as classification
     from cdc_ingest.apply import keyed
 
     classified: list[str] = []
-    original = keyed.classify
+    original = classification.classify
 
     def classify(*args: Any, **kwargs: Any) -> Any:
         frame = original(*args, **kwargs)
@@ -358,6 +359,7 @@ def test_tombstones_are_broadcast_to_the_changes_and_merged_through_a_bloom_filt
 def test_a_tables_changes_are_collapsed_in_the_partitions_of_their_join_with_its_rows(
     lake: Lake, spied: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from cdc_ingest.apply import classify as classification
     from cdc_ingest.apply import keyed
     from cdc_ingest.run import batch
 
@@ -368,7 +370,7 @@ def test_a_tables_changes_are_collapsed_in_the_partitions_of_their_join_with_its
     threshold = lake.spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     lake.spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     newest_plans: list[str] = []
-    original = keyed.classify
+    original = classification.classify
 
     def classify(spark: Any, newest: Any, *args: Any) -> Any:
         newest_plans.append(newest._jdf.queryExecution().executedPlan().toString())

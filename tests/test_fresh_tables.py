@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cdc_ingest.apply.fresh_tables import GROUP_COLUMNS, FreshTable, fresh_groups
 from cdc_ingest.apply.group_layout import group_layout
+from cdc_ingest.apply.groups import GROUP_COLUMNS, GroupMember, layout_groups
 from cdc_ingest.contract import ColumnType
 from cdc_ingest.schema.target import TargetTable
 from lakehouses import JDBC_FILE, REST_S3
@@ -253,7 +253,7 @@ def test_a_new_table_refused_at_its_write_still_exists_after_the_batch(lake, mon
     assert letter["target_table"] == "items"
 
 
-def _fresh(name: str, **columns: str) -> FreshTable:
+def _fresh(name: str, **columns: str) -> GroupMember:
     target = TargetTable(
         name=name,
         identifier=f"`lake`.`ods`.`{name}`",
@@ -261,7 +261,7 @@ def _fresh(name: str, **columns: str) -> FreshTable:
         columns={c: ColumnType(t) for c, t in columns.items()},
         tombstones="`lake`.`ods`.`_cdc_tombstones`",
     )
-    return FreshTable(target, rows=1)
+    return GroupMember(target, rows=1)
 
 
 def test_tables_share_a_group_while_their_slots_fit():
@@ -272,7 +272,7 @@ def test_tables_share_a_group_while_their_slots_fit():
     wide = _fresh("wide", id="bigint", **{f"c{i}": "string" for i in range(GROUP_COLUMNS)})
     e = _fresh("e", id="bigint")
 
-    groups = fresh_groups([a, b, c, d, wide, e])
+    groups = layout_groups([a, b, c, d, wide, e])
 
     names = [[t.target.name for t in group] for group in groups]
     # wide's 64 strings take a's v slot and 63 more: 67 slots with the first group's four.

@@ -1,7 +1,7 @@
 """Spark frames to Arrow tables in the driver and back, without Python row objects.
 
 A group of tables whose changes fit in the driver is classified by one job that collects its rows
-as Arrow (``apply.fresh_tables``); pyiceberg writes them from there, and a write that Spark makes
+as Arrow (``apply.groups``); pyiceberg writes them from there, and a write that Spark makes
 reads them back as a local relation. A small batch's landed lines are read in the driver and
 handed to Spark the same way (``landing.reader``).
 """

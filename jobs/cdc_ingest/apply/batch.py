@@ -4,7 +4,8 @@ Tables with statements in the batch first, one after another in stream order, ea
 around its statements (:mod:`cdc_ingest.apply.segmented`); then the tables that need a plan of
 their own, several at once (:mod:`cdc_ingest.apply.alone_tables`: keyed through
 :mod:`cdc_ingest.apply.keyed`, keyless through :mod:`cdc_ingest.apply.append_only`); then the
-others in groups classified together (:mod:`cdc_ingest.apply.fresh_tables`,
+others in groups classified together (:mod:`cdc_ingest.apply.groups`: the tables it creates
+in :mod:`cdc_ingest.apply.fresh_tables`, those holding rows in
 :mod:`cdc_ingest.apply.existing_tables`).
 """
 
@@ -23,8 +24,9 @@ from cdc_ingest.apply.alone_tables import (
     refuse_table,
     why,
 )
-from cdc_ingest.apply.existing_tables import ExistingGroup, existing_groups, write_group
-from cdc_ingest.apply.fresh_tables import FreshGroup, FreshTable, fresh_groups
+from cdc_ingest.apply.existing_tables import HoldingGroup, existing_groups
+from cdc_ingest.apply.fresh_tables import CreatedGroup
+from cdc_ingest.apply.groups import GroupMember, layout_groups
 from cdc_ingest.apply.segmented import TableContext, apply_with_ddl
 from cdc_ingest.apply.update_images import pair_before_halves
 from cdc_ingest.apply.write_policy import WritePolicy
@@ -134,8 +136,8 @@ def apply_all_tables(
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].stream_key)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
-    fresh: list[FreshTable] = []
-    holding: list[FreshTable] = []  # tables with rows, classified in groups (existing_tables)
+    fresh: list[GroupMember] = []
+    holding: list[GroupMember] = []  # tables with rows, classified in groups (existing_tables)
     alone: list[AloneTable] = []  # applied each by a plan of its own, several at once
     for name in ordered:
         base = inventory.tables.get(name) or TargetInventory(name)
@@ -184,11 +186,11 @@ def apply_all_tables(
                     target, created, rows, tombstoned, ctx.resumed, fanned_out=name in fan_out
                 )
                 if route == "fresh group":
-                    fresh.append(FreshTable(target, rows))  # applied below, with the others
+                    fresh.append(GroupMember(target, rows))  # applied below, with the others
                     continue
                 ctx.writer.create_pending(target.identifier)  # Spark applies it
                 if route == "existing group":
-                    holding.append(FreshTable(target, rows))
+                    holding.append(GroupMember(target, rows))
                     continue
                 alone.append(AloneTable(target, created, rows, mine, name in fan_out))
                 continue
@@ -202,7 +204,7 @@ def apply_all_tables(
         account(summary, table_summary)
     dead += apply_alone_tables(ctx, alone, changes, summary)
     groups = [(g, False) for g in existing_groups(holding)]
-    groups += [(g, True) for g in fresh_groups(fresh)]
+    groups += [(g, True) for g in layout_groups(fresh)]
     for members, created in groups:
         dead += _apply_group(ctx, members, created, changes, summary)
     writer.create_pending()  # none should be left; the batch never ends with one missing
@@ -249,7 +251,7 @@ class HistoryNameTaken(TableDesignError):
 
 def _apply_group(
     ctx: TableContext,
-    members: list[FreshTable],
+    members: list[GroupMember],
     created: bool,
     changes: DataFrame,
     summary: RunSummary,
@@ -262,9 +264,9 @@ def _apply_group(
     if len(members) == 1 and not ctx.writes.keeps_group(writer, members[0].target, created):
         return _apply_alone(ctx, members[0], created, changes, summary)
     group = (
-        FreshGroup(spark, members, ctx.batch, ctx.writes)
+        CreatedGroup(spark, members, ctx.batch, ctx.writes, writer)
         if created
-        else ExistingGroup(spark, members, ctx.batch, ctx.writes, ctx.tombstone_index, writer)
+        else HoldingGroup(spark, members, ctx.batch, ctx.writes, writer, ctx.tombstone_index)
     )
     dead: list[DataFrame] = []
     try:
@@ -275,7 +277,7 @@ def _apply_group(
             writer.create_pending(table.target.identifier)
             dead += _apply_alone(ctx, table, created, changes, summary)
         return dead
-    refusals = write_group(ctx.spark, group, members, writer)
+    refusals = group.write_tables()
     applied: set[str] = set()
     for table in members:
         target = table.target
@@ -306,7 +308,7 @@ def _apply_group(
 
 def _apply_alone(
     ctx: TableContext,
-    table: FreshTable,
+    table: GroupMember,
     created: bool,
     changes: DataFrame,
     summary: RunSummary,

@@ -1,5 +1,5 @@
 """The collapse stage: each key's changes in a batch down to its newest, which the
-classification then compares with what the table holds (``keyed.classify``)."""
+classification then compares with what the table holds (``classify``)."""
 
 from __future__ import annotations
 

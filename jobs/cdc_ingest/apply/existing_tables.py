@@ -6,14 +6,14 @@ a time (``keyed.apply_table``), each pays a typed plan, a collapse shuffle, a jo
 and a counting job before its MERGE, a large part of what a small table costs. Here the tables
 whose columns agree and whose key is the same (``existing_groups``) share those: their newest
 change per key is joined once with the union of their keys and orders (small tables' read by
-pyiceberg into one local relation, the others by one SQL statement, so that three hundred tables
-cost one analysis, not a growing plan per table) and with their tombstones,
-then counted in one job (``FreshGroup``'s: a group of few changes is collected and counted in the
-driver). Each table is still written by a commit of its own, carrying its counts, from the
-materialized classification: a small one (at most ``rewritten_rows`` rows, no delete
-files) rewritten whole through pyiceberg from the group's changes collected as Arrow in one job
+the writer into one local relation, the others by one SQL statement, so that three hundred tables
+cost one analysis, not a growing plan per table) and with their tombstones, then counted in one
+job (``groups.TableGroup``'s: a group of few changes is collected and counted in the driver).
+Each table is still written by a commit of its own, carrying its counts, from the materialized
+classification: a small one (at most ``rewritten_rows`` rows, no delete files) rewritten whole
+by the writer from the group's changes collected as Arrow in one job
 (``snapshots/copy_on_write``), any other merged (appended where it only gains keys:
-``keyed.inserts_only``), several at once (``concurrent_writes``). The group's tombstones are
+``outcomes.inserts_only``), several at once (``concurrent_writes``). The group's tombstones are
 written in one commit.
 """
 
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, DELETED_WRITTEN, INSERT, UPDATE
+from cdc_ingest.apply.classify import ActionCounts, with_actions
 from cdc_ingest.apply.commit_notes import (
     PipelineBatch,
     commit_properties,
@@ -33,25 +33,18 @@ from cdc_ingest.apply.commit_notes import (
 )
 from cdc_ingest.apply.concurrent_writes import write_each
 from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
-from cdc_ingest.apply.fresh_tables import (
-    TARGET,
-    FreshGroup,
-    FreshTable,
-    fresh_groups,
-)
-from cdc_ingest.apply.keyed import (
-    OUTCOMES,
-    ActionCounts,
-    inserts_only,
-    moves_held_tombstones,
-    table_summary,
-    with_actions,
-)
+from cdc_ingest.apply.groups import REFUSED, TARGET, GroupMember, TableGroup, layout_groups
 from cdc_ingest.apply.keyed_writes import (
     append_target,
     append_tombstones,
     merge_target,
     merge_tombstones,
+)
+from cdc_ingest.apply.outcomes import (
+    inserts_only,
+    moves_held_tombstones,
+    table_summary,
+    tombstoned,
 )
 from cdc_ingest.apply.soft_deletes import with_flag, with_flags
 from cdc_ingest.arrow_frames import arrow_frame, small_offsets, string_array
@@ -64,7 +57,7 @@ from cdc_ingest.state.tables import (
     quote,
 )
 from cdc_ingest.state.tables import sql_string as literal
-from cdc_ingest.table_options import DELETED_COLUMN, TableDesignError
+from cdc_ingest.table_options import DELETED_COLUMN
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,7 +65,6 @@ if TYPE_CHECKING:
 
     from cdc_ingest.apply.write_policy import WritePolicy
     from cdc_ingest.schema.target import TargetTable
-    from cdc_ingest.state.summary import TableSummary
     from cdc_ingest.writers.protocol import TableWriter
 
 
@@ -93,42 +85,43 @@ def _named_rows(rows: pa.Table, name: str, keys: tuple[str, ...]) -> pa.Table:
     return pa.Table.from_arrays(columns, names=names)
 
 
-def existing_groups(tables: list[FreshTable]) -> list[list[FreshTable]]:
+def existing_groups(tables: list[GroupMember]) -> list[list[GroupMember]]:
     """The tables in groups of one key (the same columns, of the same types) that delete alike
-    (``fresh_groups``): the key's columns then hold the same slots in every table's rows, and
+    (``layout_groups``): the key's columns then hold the same slots in every table's rows, and
     join with the tables' rows by their names."""
-    by_key: dict[tuple[object, ...], list[FreshTable]] = {}
+    by_key: dict[tuple[object, ...], list[GroupMember]] = {}
     for table in tables:
         target = table.target
         key = (target.keys, tuple(target.columns.get(k) for k in target.keys))
         by_key.setdefault(key, []).append(table)
-    return [group for same in by_key.values() for group in fresh_groups(same)]
+    return [group for same in by_key.values() for group in layout_groups(same)]
 
 
-class ExistingGroup(FreshGroup):
-    """Tables holding rows, classified together; each then merged on its own.
+class HoldingGroup(TableGroup):
+    """Tables holding rows, classified together; each then rewritten or merged on its own.
 
     Args:
         spark: the session.
         tables: the group (see ``existing_groups``).
         batch: the batch.
         writes: the run's write policy (``write_policy``).
-        tombstone_index: the batch's index of the tables with tombstones.
         writer: what writes the tables (``writers``), which may read and rewrite small ones.
+        tombstone_index: the batch's index of the tables with tombstones.
     """
+
+    created = False
 
     def __init__(
         self,
         spark: SparkSession,
-        tables: list[FreshTable],
+        tables: list[GroupMember],
         batch: PipelineBatch,
         writes: WritePolicy,
-        tombstone_index: TombstoneIndex,
         writer: TableWriter,
+        tombstone_index: TombstoneIndex,
     ) -> None:
-        super().__init__(spark, tables, batch, writes)
+        super().__init__(spark, tables, batch, writes, writer)
         self.index = tombstone_index
-        self.writer = writer
         self.keys = tables[0].target.keys
         self._read_at: dict[str, int | None] = {}
         self._records: dict[str, int] = {}  # the rows of each table Spark reads
@@ -226,12 +219,25 @@ class ExistingGroup(FreshGroup):
         soft = (DELETED_ABSENT, DELETED_WRITTEN) if self.soft else ()
         return (INSERT, UPDATE, DELETED, *soft)
 
-    def _written(self, name: str) -> int:
-        summary = self.summaries[name]
-        written = summary.inserted + summary.updated + summary.deleted
-        return written + (summary.deleted_absent if self.soft else 0)
+    def write_tables(self) -> dict[str, Exception]:
+        """The small tables rewritten whole where the writer can (committed together after the
+        last rewrite), the others merged (or appended) by Spark, several at once
+        (``concurrent_writes``)."""
+        refusals: dict[str, Exception] = {}
+        by_spark: list[GroupMember] = []
+        with self.writer.rewritten_together() as moved:
+            for table in self.tables:
+                try:
+                    if not self.write_small(table):
+                        by_spark.append(table)
+                except REFUSED as exc:
+                    refusals[table.target.name] = exc
+        # Another writer committed to it while it was rewritten: its MERGE compares orders again.
+        by_spark += [t for t in self.tables if t.target.identifier in moved]
+        written = write_each(self.spark, by_spark, self.write_by_spark, _table_name, REFUSED)
+        return refusals | written
 
-    def write_small(self, table: FreshTable) -> bool:
+    def write_small(self, table: GroupMember) -> bool:
         """Whether one table is written without Spark: none of its changes changes a row (no
         commit), or it is small and rewritten whole by the writer, its counts on the commit.
         Otherwise ``write_by_spark`` writes it."""
@@ -245,12 +251,12 @@ class ExistingGroup(FreshGroup):
         with stage("rewrite small table"):
             return self._rewrite(target, note)
 
-    def _collectable(self, table: FreshTable) -> bool:
+    def _collectable(self, table: GroupMember) -> bool:
         """Whether a table may be rewritten: not one whose data files, read by Spark for its
         classification, hold more rows than a rewrite takes (its rows are then not collected)."""
         return self._records.get(table.target.name, 0) <= self.writes.rewritten_rows
 
-    def write_by_spark(self, table: FreshTable) -> None:
+    def write_by_spark(self, table: GroupMember) -> None:
         """Write one table's classified changes by a MERGE, or an append where they only add
         keys, its counts on the commit. Safe to run for several tables at once."""
         target = table.target
@@ -305,7 +311,7 @@ class ExistingGroup(FreshGroup):
         """One ``_cdc_tombstones`` commit for the ``applied`` tables' deletes (and the inserts
         that clear a tombstone); returns the tables that have tombstones now. Tables that merged
         nothing note their counts on it."""
-        changing = [n for n in applied if self._tombstoned(n)]
+        changing = [n for n in applied if tombstoned(self.summaries[n], self._counts[n])]
         if not changing:
             return []
         changing.sort()
@@ -318,64 +324,14 @@ class ExistingGroup(FreshGroup):
         with commit_properties(self.spark, properties):
             # A table without tombstones classified none as held (``_had_tombstone``).
             if any(moves_held_tombstones(self._counts[n]) for n in changing):
-                tombstoned = sum(self._tombstoned(n) for n in changing)
+                count = sum(tombstoned(self.summaries[n], self._counts[n]) for n in changing)
                 with stage("merge into tombstones"):
-                    merge_tombstones(self.spark, mine, first, F.col(TARGET), tombstoned)
+                    merge_tombstones(self.spark, mine, first, F.col(TARGET), count)
             else:
                 with stage("append new tombstones"):
                     append_tombstones(mine, first.tombstones, self.batch, F.col(TARGET))
         return changing
 
-    def _tombstoned(self, name: str) -> int:
-        """How many tombstones a table's classification sets or clears."""
-        summary = self.summaries[name]
-        return (
-            summary.deleted
-            + summary.deleted_absent
-            + self._counts[name].get((INSERT, True), (0, 0))[0]
-        )
 
-    @staticmethod
-    def _outcome(summary: TableSummary) -> dict[str, object]:
-        return {f: getattr(summary, f) for f in OUTCOMES} | {"created": False}
-
-
-def write_group(
-    spark: SparkSession,
-    group: FreshGroup,
-    members: list[FreshTable],
-    writer: TableWriter,
-) -> dict[str, Exception]:
-    """Write each table of a classified group; returns the refusals, each its table's own.
-
-    Tables this run created are written one after another (from their collected rows where the
-    writer takes them, registered together after the last write). Of the tables holding rows,
-    the small ones are rewritten whole where the writer can (committed together after the last
-    rewrite), and the others merged (or appended) by Spark, several at once
-    (``concurrent_writes``)."""
-    refused = (AnalysisException, TableDesignError)
-    refusals: dict[str, Exception] = {}
-    if not isinstance(group, ExistingGroup):
-        with writer.created_together():
-            for table in members:
-                try:
-                    group.write(table, writer)
-                except refused as exc:
-                    refusals[table.target.name] = exc
-        return refusals
-    by_spark: list[FreshTable] = []
-    with writer.rewritten_together() as moved:
-        for table in members:
-            try:
-                if not group.write_small(table):
-                    by_spark.append(table)
-            except refused as exc:
-                refusals[table.target.name] = exc
-    # A table another writer committed to while it was rewritten: its MERGE compares orders again.
-    by_spark += [t for t in members if t.target.identifier in moved]
-    refusals.update(write_each(spark, by_spark, group.write_by_spark, _table_name, refused))
-    return refusals
-
-
-def _table_name(table: FreshTable) -> str:
+def _table_name(table: GroupMember) -> str:
     return table.target.name

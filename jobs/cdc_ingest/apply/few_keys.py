@@ -35,7 +35,7 @@ LARGER = 20
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
-# One table's changes (not collapsed: ``keyed.with_table_rows``) are semi-joined at up to this
+# One table's changes (not collapsed: ``classify.with_table_rows``) are semi-joined at up to this
 # many (a broadcast of 2M bigint keys is about 50 MB) into a table of at least this many times as
 # many rows: below that ratio the broadcast costs more than the rows it keeps out of the join's
 # shuffle and sort save.

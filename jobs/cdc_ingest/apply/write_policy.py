@@ -43,7 +43,7 @@ class WritePolicy:
         """Whether a prepared table can share a group's plan: keyed, fewer than ``group_rows``
         changes, and nothing that needs a plan of its own (moved keys, unsent values, refused
         columns, a dropped source). A group's tables all delete alike and compute the same
-        columns (``fresh_tables.fresh_groups``)."""
+        columns (``groups.layout_groups``)."""
         return (
             rows < self.group_rows
             and bool(target.keys)
