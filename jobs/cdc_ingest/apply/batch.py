@@ -11,6 +11,7 @@ in :mod:`cdc_ingest.apply.fresh_tables`, those holding rows in
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
@@ -105,7 +106,6 @@ def apply_all_tables(
     decision = decision or PolicyDecision()
     writes = writes or WritePolicy()
     is_change = F.col("_cdc_error").isNull() & F.col("_cdc_kind").isin(UPSERT, DELETE)
-    dead: list[DataFrame] = []
     changes = batch.cached.where(is_change)
     fan_out: set[str] = set()
     if inventory.tableless_deletes:
@@ -136,79 +136,118 @@ def apply_all_tables(
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].stream_key)
     ordered += sorted(n for n in inventory.tables if n not in by_table)
-    fresh: list[GroupMember] = []
-    holding: list[GroupMember] = []  # tables with rows, classified in groups (existing_tables)
-    alone: list[AloneTable] = []  # applied each by a plan of its own, several at once
+    tables = _BatchTables(ctx, changes, summary, by_table, fan_out)
     for name in ordered:
         base = inventory.tables.get(name) or TargetInventory(name)
+        rows = inventory.rows.get(name, 0)
         if only and name not in only:
-            summary.skipped_table_messages += inventory.rows.get(name, 0)
+            summary.skipped_table_messages += rows
             continue
-        refusal = _refused_name(ctx, name)
-        if refusal is not None:
-            # Its changes never reach a table of that name (one of the job's, or a history).
-            rows = inventory.rows.get(name, 0)
-            table_summary, refused = refuse_table(ctx, changes, name, rows, refusal, True)
-            dead.append(refused)
-            for event in by_table.get(name, []):
-                event.status, event.detail = STATEMENT_REFUSED, f"table {name} {why(refusal)}"
-            account(summary, table_summary)
-            continue
-        if name in decision.held:
-            # Nothing of the table changes: its changes wait, its statements were marked.
-            rows = inventory.rows.get(name, 0)
-            held = SchemaChangeHeld(decision.held[name])
-            table_summary, refused = refuse_table(ctx, changes, name, rows, held, True)
-            dead.append(refused)
-            account(summary, table_summary)
-            continue
-        if name in decision.not_created:
-            summary.skipped_tables[name] = decision.not_created[name]
-            summary.skipped_table_messages += inventory.rows.get(name, 0)
+        if tables.set_aside(name, rows, decision):
             continue
         if not appends and not _keyed(spark, batch, base):
             summary.skipped_tables[name] = "append-only: only a full run appends its rows"
-            summary.skipped_table_messages += inventory.rows.get(name, 0)
+            summary.skipped_table_messages += rows
             continue
-        rows = inventory.rows.get(name, 0)
         mine = changes
         if name in inventory.before_halves:
             mine = pair_before_halves(batch.cached, changes, name)
             base.moves_keys = True
+        tables.take(base, rows, mine)
+    return tables.apply_routed()
+
+
+@dataclass
+class _BatchTables:
+    """The batch's tables as the loop of ``apply_all_tables`` takes them: each refused, set
+    aside, applied with its statements, or routed (``WritePolicy.route``) to a group or a plan
+    of its own, applied once every table is routed."""
+
+    ctx: TableContext
+    changes: DataFrame
+    summary: RunSummary
+    by_table: dict[str, list[DdlEvent]]
+    fan_out: set[str]
+    dead: list[DataFrame] = field(default_factory=list)
+    fresh: list[GroupMember] = field(default_factory=list)
+    # Tables with rows, classified in groups (existing_tables).
+    holding: list[GroupMember] = field(default_factory=list)
+    # Applied each by a plan of its own, several at once.
+    alone: list[AloneTable] = field(default_factory=list)
+
+    def set_aside(self, name: str, rows: int, decision: PolicyDecision) -> bool:
+        """Whether the table is left out of the batch: a name no mirror may take, its schema
+        change held by its policy, or its creation left to later."""
+        refusal: Exception | None = _refused_name(self.ctx, name)
+        if refusal is None and name in decision.held:
+            # Nothing of the table changes: its changes wait, its statements were marked.
+            refusal = SchemaChangeHeld(decision.held[name])
+        if refusal is not None:
+            # Its changes never reach a table of that name (one of the job's, or a history).
+            statements_marked = isinstance(refusal, SchemaChangeHeld)
+            self._refuse(name, rows, refusal, True, mark_statements=not statements_marked)
+            return True
+        if name in decision.not_created:
+            self.summary.skipped_tables[name] = decision.not_created[name]
+            self.summary.skipped_table_messages += rows
+            return True
+        return False
+
+    def take(self, base: TargetInventory, rows: int, mine: DataFrame) -> None:
+        """Apply a table with statements in the batch now; prepare any other and route it."""
+        ctx, name = self.ctx, base.name
         try:
-            if name in by_table:
-                table_summary, errors = apply_with_ddl(ctx, name, by_table[name], mine, base)
-                dead += errors
+            if name in self.by_table:
+                table_summary, errors = apply_with_ddl(ctx, name, self.by_table[name], mine, base)
+                self.dead += errors
+                account(self.summary, table_summary)
+                return
+            target, created = _prepare(ctx, base, deferred=True)
+            tombstoned = ctx.tombstone_index.holds(name)
+            fanned_out = name in self.fan_out
+            route = ctx.writes.route(target, created, rows, tombstoned, ctx.resumed, fanned_out)
+            if route == "fresh group":
+                self.fresh.append(GroupMember(target, rows))  # applied with the others
+                return
+            ctx.writer.create_pending(target.identifier)  # Spark applies it
+            if route == "existing group":
+                self.holding.append(GroupMember(target, rows))
             else:
-                target, created = _prepare(ctx, base, deferred=True)
-                tombstoned = ctx.tombstone_index.holds(name)
-                route = writes.route(
-                    target, created, rows, tombstoned, ctx.resumed, fanned_out=name in fan_out
-                )
-                if route == "fresh group":
-                    fresh.append(GroupMember(target, rows))  # applied below, with the others
-                    continue
-                ctx.writer.create_pending(target.identifier)  # Spark applies it
-                if route == "existing group":
-                    holding.append(GroupMember(target, rows))
-                    continue
-                alone.append(AloneTable(target, created, rows, mine, name in fan_out))
-                continue
+                self.alone.append(AloneTable(target, created, rows, mine, fanned_out))
         except REFUSED as exc:
             # Refused as it was prepared, before this batch changed it.
-            untouched = isinstance(exc, OrdersDoNotCompare)
-            table_summary, refused = refuse_table(ctx, changes, name, rows, exc, untouched)
-            dead.append(refused)
-            for event in by_table.get(name, []):
+            self._refuse(name, rows, exc, isinstance(exc, OrdersDoNotCompare))
+
+    def _refuse(
+        self,
+        name: str,
+        rows: int,
+        exc: Exception,
+        never_applied: bool,
+        mark_statements: bool = True,
+    ) -> None:
+        """The table's changes as dead letters (``refuse_table``), its statements refused unless
+        marked already (a held table's, by ``check_policy``)."""
+        table_summary, refused = refuse_table(
+            self.ctx, self.changes, name, rows, exc, never_applied
+        )
+        self.dead.append(refused)
+        if mark_statements:
+            for event in self.by_table.get(name, []):
                 event.status, event.detail = STATEMENT_REFUSED, f"table {name} {why(exc)}"
-        account(summary, table_summary)
-    dead += apply_alone_tables(ctx, alone, changes, summary)
-    groups = [(g, False) for g in existing_groups(holding)]
-    groups += [(g, True) for g in layout_groups(fresh)]
-    for members, created in groups:
-        dead += _apply_group(ctx, members, created, changes, summary)
-    writer.create_pending()  # none should be left; the batch never ends with one missing
-    return dead
+        account(self.summary, table_summary)
+
+    def apply_routed(self) -> list[DataFrame]:
+        """Apply the routed tables: those alone several at once, then the groups; returns the
+        batch's typing errors."""
+        ctx, changes, summary = self.ctx, self.changes, self.summary
+        dead = self.dead + apply_alone_tables(ctx, self.alone, changes, summary)
+        groups = [(g, False) for g in existing_groups(self.holding)]
+        groups += [(g, True) for g in layout_groups(self.fresh)]
+        for members, created in groups:
+            dead += _apply_group(ctx, members, created, changes, summary)
+        ctx.writer.create_pending()  # none should be left; the batch never ends with one missing
+        return dead
 
 
 def _owner(config: Config, pipeline: PipelineConfig) -> TableOwner:

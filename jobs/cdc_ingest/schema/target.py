@@ -222,146 +222,270 @@ def prepare_target(
     Raises:
         OrdersDoNotCompare: another order family wrote the table; nothing was changed.
     """
-    options = options or TableOptions()
-    identifier = qualified(catalog, namespace, inventory.name)
-    hints = [h for h in (decoder.column_types(text) for text in inventory.hints) if h is not None]
-    declared, default = _declared(hints)
-    # Declared columns come first, in the schema's order.
-    columns = [c for c in declared if c in inventory.columns or not inventory.columns]
-    columns += [c for c in inventory.columns if c not in columns]
-    columns += [k for k in inventory.keys if k not in columns]
-    existing: dict[str, str] = {}
-    stored: dict[str, str] = {}  # every column of an existing table, the job's included
     created = inventory.name not in existing_tables
-    properties: dict[str, str] = {}
-    if not created:
-        stored, properties = writer.table_facts(identifier)
-        if owner is not None:
-            owner.check(inventory.name, properties)
-            options = owner.options(inventory.name, properties, options)
-        if needs_migration(stored):
-            migrate_stored_order(spark, identifier, stored)
-            writer.altered(identifier)
-            stored = {n: t for n, t in stored.items() if n != STAGED_COLUMN}
-            stored[ORDER_COLUMN] = "binary"
-    computed_names = set(options.computed_columns)
-    columns = [c for c in columns if c not in computed_names]
-    if not created:
+    preparation = _Preparation(
+        spark, catalog, namespace, inventory, decoder, inference, policy, batch_id, writer, owner
+    )
+    options = options or TableOptions()
+    target = preparation.target(options, created, defer_creation)
+    if target is None:
+        # Another writer created it since the run started: extend it like any existing table.
+        target = preparation.target(options, created=False)
+        assert target is not None  # an existing table is extended, never created
+        return target, False
+    return target, created
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """A table's columns as this batch has them: the types of those it keeps (``types``), the
+    existing ones it widens, the new ones it adds, the ones it refuses."""
+
+    ordered: list[str]
+    types: dict[str, ColumnType]
+    widened: dict[str, str]
+    new: list[str]
+    refused: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Preparation:
+    """What ``prepare_target`` prepares a table with (see there)."""
+
+    spark: SparkSession
+    catalog: str
+    namespace: str
+    inventory: TargetInventory
+    decoder: Decoder
+    inference: TypeInference
+    policy: SchemaPolicy
+    batch_id: int | None
+    writer: TableWriter
+    owner: TableOwner | None
+
+    def target(
+        self, options: TableOptions, created: bool, defer_creation: bool = False
+    ) -> TargetTable | None:
+        """The table, created (None: another writer created it first) or extended."""
+        spark, inventory, owner = self.spark, self.inventory, self.owner
+        identifier = qualified(self.catalog, self.namespace, inventory.name)
+        stored: dict[str, str] = {}  # every column of an existing table, the job's included
+        properties: dict[str, str] = {}
+        if not created:
+            stored, properties, options = _stored_facts(
+                spark, self.writer, identifier, inventory.name, options, owner
+            )
+        columns = self._columns(stored, options, created)
+        types = columns.types
+        keys = inventory.keys
+        design_changes: list[str] = []
+        if created:
+            ordered = {c: types[c] for c in columns.ordered}
+            creator = _Creation(
+                spark, self.writer, identifier, owner, self.batch_id, defer_creation
+            )
+            won, computed = creator.create(options, ordered, keys)
+            if not won:
+                return None
+        else:
+            keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k) or keys
+            computed_names = set(options.computed_columns)
+            computed = {n: ColumnType(stored[n]) for n in computed_names if n in stored}
+            new_computed = {n: e for n, e in options.computed_columns.items() if n not in stored}
+            computed |= computed_types(spark, types, new_computed)
+            if SOURCE_DROPPED_PROPERTY not in properties:
+                added = {c: types[c] for c in columns.new}
+                changed = (added, columns.widened, {n: computed[n] for n in new_computed})
+                facts = (stored, properties, options)
+                design_changes = _extended(spark, self.writer, identifier, facts, owner, *changed)
+        mark = _created_mark(self.batch_id, owner)
+        return TargetTable(
+            name=inventory.name,
+            identifier=identifier,
+            keys=keys,
+            columns=types,
+            tombstones=qualified(self.catalog, self.namespace, TOMBSTONES),
+            source_dropped=SOURCE_DROPPED_PROPERTY in properties,
+            refused_columns=columns.refused,
+            unavailable_values=self.decoder.unavailable_values if inventory.unavailable else (),
+            moves_keys=inventory.moves_keys,
+            created_in_batch=created
+            or properties.get(CREATED_IN_PROPERTY) in (mark, str(self.batch_id)),
+            computed={n: (e, computed[n]) for n, e in options.computed_columns.items()},
+            deletes=options.deletes,
+            design_changes=tuple(design_changes),
+            history=options.history_of(inventory.name),
+            expectations=tuple(options.expectations.values()),
+        )
+
+    def _columns(self, stored: dict[str, str], options: TableOptions, created: bool) -> _Columns:
+        """The table's columns: declared ones first, in the schema's order, then the others the
+        messages carry, then the key's; typed as declared, by the options, or inferred."""
+        inventory, decoder = self.inventory, self.decoder
+        hints = [decoder.column_types(text) for text in inventory.hints]
+        declared, default = _declared([h for h in hints if h is not None])
+        columns = [c for c in declared if c in inventory.columns or not inventory.columns]
+        columns += [c for c in inventory.columns if c not in columns]
+        columns += [k for k in inventory.keys if k not in columns]
+        computed_names = set(options.computed_columns)
+        columns = [c for c in columns if c not in computed_names]
         existing = {
             n: t
             for n, t in stored.items()
             if n not in SYSTEM_COLUMNS and n != DELETED_COLUMN and n not in computed_names
         }
-    refused = refused_columns([*existing, *columns], decoder.own_columns | decoder.routed_columns)
-    columns = [c for c in columns if c not in refused]
-    types: dict[str, ColumnType] = {}
-    widened: dict[str, str] = {}
-    for name, stype in existing.items():
-        hinted = declared.get(name) or default
-        if policy.widens_columns and hinted is not None and _wider(stype, hinted):
-            # The messages declare a wider type (e.g. a DECIMAL's precision went up).
-            widened[name] = hinted.spark_type
-            stype = hinted.spark_type
-        types[name] = stored_type(stype, hinted)
-    new = [c for c in columns if c not in existing and (policy.adds_columns or created)]
-    for name in new:
-        if options.type_mapping == "to-string" or name in decoder.routed_columns:
-            types[name] = stored_type("string", declared.get(name))
-        elif name in declared:
-            types[name] = declared[name]
-        elif default is not None:
-            types[name] = default
-    undeclared = {c for c in new if c not in types}
-    if undeclared:
-        with stage("infer types"):
-            inferred = inference.types(inventory.name, undeclared)
-        for name in new:
-            if name in undeclared:
-                types[name] = inferred.get(name, ColumnType("string"))
-    keys = inventory.keys
-    computed: dict[str, ColumnType] = {}
-    new_computed: dict[str, str] = {}
-    if created:
-        ordered = {c: types[c] for c in columns}
-        design = creation(spark, options, ordered)
-        computed = design.computed
+        own = decoder.own_columns | decoder.routed_columns
+        refused = refused_columns([*existing, *columns], own)
+        columns = [c for c in columns if c not in refused]
+        new = [c for c in columns if c not in existing and (self.policy.adds_columns or created)]
+        typing = _ColumnTyping(declared, default, decoder, options)
+        types, widened = typing.existing(existing, self.policy)
+        types |= typing.new(new, inventory.name, self.inference)
+        return _Columns(columns, types, widened, new, refused)
+
+
+@dataclass(frozen=True)
+class _Creation:
+    """How this run creates a table: by ``writer`` (``defer_creation``: with its first rows),
+    marked with its pipeline (``owner``) and creating batch."""
+
+    spark: SparkSession
+    writer: TableWriter
+    identifier: str
+    owner: TableOwner | None
+    batch_id: int | None
+    defer_creation: bool
+
+    def create(
+        self, options: TableOptions, columns: dict[str, ColumnType], keys: tuple[str, ...]
+    ) -> tuple[bool, dict[str, ColumnType]]:
+        """Create the table as its options design it; returns whether this run created it
+        (False: another writer did first) and its computed columns' types."""
+        design = creation(self.spark, options, columns)
         created_with = {KEYS_PROPERTY: ",".join(keys), **design.properties}
-        if owner is not None:
-            created_with |= owner.created_properties()
-        if batch_id is not None:
-            created_with[CREATED_IN_PROPERTY] = _created_mark(batch_id, owner)
+        if self.owner is not None:
+            created_with |= self.owner.created_properties()
+        if self.batch_id is not None:
+            created_with[CREATED_IN_PROPERTY] = _created_mark(self.batch_id, self.owner)
         with stage("create table"):
             won = create_target(
-                spark,
-                identifier,
-                ordered,
+                self.spark,
+                self.identifier,
+                columns,
                 keys,
                 created_with,
                 design.extra_columns,
                 design.partitioned_by,
                 design.write_order,
-                writer=writer,
-                deferred=defer_creation,
+                writer=self.writer,
+                deferred=self.defer_creation,
             )
-        if not won:
-            # Another writer created it since the run started: extend it like any existing table.
-            existing_tables = {*existing_tables, inventory.name}
-            return prepare_target(
-                spark,
-                catalog,
-                namespace,
-                existing_tables,
-                inventory,
-                decoder,
-                inference,
-                policy,
-                batch_id,
-                options,
-                writer=writer,
-                owner=owner,
-            )
-    if not created:
-        keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k) or keys
-    design_changes: list[str] = []
-    if not created:
-        computed = {n: ColumnType(stored[n]) for n in computed_names if n in stored}
-        new_computed = {n: e for n, e in options.computed_columns.items() if n not in stored}
-        computed |= computed_types(spark, types, new_computed)
-    if not created and SOURCE_DROPPED_PROPERTY not in properties:
-        add_columns(spark, identifier, {c: types[c] for c in new})
-        for name, wider in widened.items():
-            spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {wider}")
-        added = {n: computed[n] for n in new_computed}
-        add_columns(spark, identifier, added)
-        design_changes += [f"computed column {n} added" for n in added]
-        now = stored | {c: types[c].spark_type for c in new} | widened
-        now |= {n: c.spark_type for n, c in added.items()}
-        design_changes += evolve_design(spark, identifier, options, properties, now)
-        claimed = owner.claim(properties) if owner is not None else {}
-        if claimed:
-            assigned = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in claimed.items())
-            spark.sql(f"ALTER TABLE {identifier} SET TBLPROPERTIES ({assigned})")
-        if new or widened or added or design_changes or claimed:
-            writer.altered(identifier)  # its facts' load is older than these changes
-    target = TargetTable(
-        name=inventory.name,
-        identifier=identifier,
-        keys=keys,
-        columns=types,
-        tombstones=qualified(catalog, namespace, TOMBSTONES),
-        source_dropped=SOURCE_DROPPED_PROPERTY in properties,
-        refused_columns=refused,
-        unavailable_values=decoder.unavailable_values if inventory.unavailable else (),
-        moves_keys=inventory.moves_keys,
-        created_in_batch=created
-        or properties.get(CREATED_IN_PROPERTY) in (_created_mark(batch_id, owner), str(batch_id)),
-        computed={n: (options.computed_columns[n], computed[n]) for n in options.computed_columns},
-        deletes=options.deletes,
-        design_changes=tuple(design_changes),
-        history=options.history_of(inventory.name),
-        expectations=tuple(options.expectations.values()),
-    )
-    return target, created
+        return won, design.computed
+
+
+def _stored_facts(
+    spark: SparkSession,
+    writer: TableWriter,
+    identifier: str,
+    name: str,
+    options: TableOptions,
+    owner: TableOwner | None,
+) -> tuple[dict[str, str], dict[str, str], TableOptions]:
+    """An existing table's columns and properties, checked against the pipeline writing it,
+    whose options give way to its creator's (``owner``); a stored order still a list is migrated
+    first (``order_migration``).
+
+    Raises:
+        OrdersDoNotCompare: another order family wrote the table; nothing was changed.
+    """
+    stored, properties = writer.table_facts(identifier)
+    if owner is not None:
+        owner.check(name, properties)
+        options = owner.options(name, properties, options)
+    if needs_migration(stored):
+        migrate_stored_order(spark, identifier, stored)
+        writer.altered(identifier)
+        stored = {n: t for n, t in stored.items() if n != STAGED_COLUMN}
+        stored[ORDER_COLUMN] = "binary"
+    return stored, properties, options
+
+
+@dataclass(frozen=True)
+class _ColumnTyping:
+    """The types a table's columns take: the messages' declared types (``declared``, or the
+    format's ``default``), the options' type mapping, or inferred."""
+
+    declared: dict[str, ColumnType]
+    default: ColumnType | None
+    decoder: Decoder
+    options: TableOptions
+
+    def existing(
+        self, stored: dict[str, str], policy: SchemaPolicy
+    ) -> tuple[dict[str, ColumnType], dict[str, str]]:
+        """The existing columns' types, and those the policy widens to what the messages declare
+        (e.g. a DECIMAL's precision went up)."""
+        types: dict[str, ColumnType] = {}
+        widened: dict[str, str] = {}
+        for name, stype in stored.items():
+            hinted = self.declared.get(name) or self.default
+            if policy.widens_columns and hinted is not None and _wider(stype, hinted):
+                widened[name] = hinted.spark_type
+                stype = hinted.spark_type
+            types[name] = stored_type(stype, hinted)
+        return types, widened
+
+    def new(
+        self, columns: list[str], table: str, inference: TypeInference
+    ) -> dict[str, ColumnType]:
+        """New columns' types; those nothing declares inferred from the batch's values."""
+        types: dict[str, ColumnType] = {}
+        for name in columns:
+            if self.options.type_mapping == "to-string" or name in self.decoder.routed_columns:
+                types[name] = stored_type("string", self.declared.get(name))
+            elif name in self.declared:
+                types[name] = self.declared[name]
+            elif self.default is not None:
+                types[name] = self.default
+        undeclared = {c for c in columns if c not in types}
+        if undeclared:
+            with stage("infer types"):
+                inferred = inference.types(table, undeclared)
+            for name in columns:
+                if name in undeclared:
+                    types[name] = inferred.get(name, ColumnType("string"))
+        return types
+
+
+def _extended(
+    spark: SparkSession,
+    writer: TableWriter,
+    identifier: str,
+    facts: tuple[dict[str, str], dict[str, str], TableOptions],
+    owner: TableOwner | None,
+    added: dict[str, ColumnType],
+    widened: dict[str, str],
+    computed: dict[str, ColumnType],
+) -> list[str]:
+    """Extend an existing table (its stored columns, properties and options: ``facts``): the
+    ``added`` columns, the ``widened`` types, the new ``computed`` columns, the design its
+    options now ask for, and the pipeline's claim on it; returns the design changes made."""
+    stored, properties, options = facts
+    add_columns(spark, identifier, added)
+    for name, wider in widened.items():
+        spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {wider}")
+    add_columns(spark, identifier, computed)
+    changes = [f"computed column {n} added" for n in computed]
+    now = stored | {c: t.spark_type for c, t in added.items()} | widened
+    now |= {n: c.spark_type for n, c in computed.items()}
+    changes += evolve_design(spark, identifier, options, properties, now)
+    claimed = owner.claim(properties) if owner is not None else {}
+    if claimed:
+        assigned = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in claimed.items())
+        spark.sql(f"ALTER TABLE {identifier} SET TBLPROPERTIES ({assigned})")
+    if added or widened or computed or changes or claimed:
+        writer.altered(identifier)  # its facts' load is older than these changes
+    return changes
 
 
 def refused_columns(names: list[str], own: Collection[str] = ()) -> dict[str, str]:
