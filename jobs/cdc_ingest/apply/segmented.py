@@ -60,6 +60,7 @@ from cdc_ingest.table_options import PipelineTableOptions
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdc_ingest.contract import ColumnType
     from cdc_ingest.formats.base import Decoder
     from cdc_ingest.schema.inference import TypeInference
     from cdc_ingest.schema_policy import SchemaPolicy
@@ -220,76 +221,9 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
     if event.route is not None:
         change = routed_creation(change, event.route)
     if change.action == CREATE_TABLE:
-        properties = table_properties(ctx.spark, identifier) if name in ctx.existing else {}
-        earlier = ddl_note(properties, ctx.batch, event.position) if ctx.resumed else None
-        if earlier is not None:
-            event.status, event.detail = earlier
-            return
-        if SOURCE_DROPPED_PROPERTY in properties:
-            # The source re-created a table it dropped: the new table starts empty.
-            detail = "re-created by the source: the old rows were removed, changes apply again"
-            _note(ctx, identifier, properties, event, APPLIED, detail)
-            ctx.spark.sql(f"DELETE FROM {identifier}")
-            ctx.spark.sql(
-                f"ALTER TABLE {identifier} UNSET TBLPROPERTIES ('{SOURCE_DROPPED_PROPERTY}')"
-            )
-            event.status = APPLIED
-            event.detail = (
-                "re-created by the source: the old rows were removed, changes apply again"
-            )
-            return
-        if name in ctx.existing:
-            event.status, event.detail = UNCHANGED, "the table exists already"
-            return
-        table_key = keys or change.keys
-        detail = f"created with key {list(table_key)}"
-        note = with_ddl_note({}, ctx.batch, event.position, APPLIED, detail)
-        design = creation(ctx.spark, ctx.table_options.for_table(name), change.columns)
-        created = {KEYS_PROPERTY: ",".join(table_key), DDL_OUTCOMES_PROPERTY: note}
-        if ctx.owner is not None:
-            created |= ctx.owner.created_properties()
-        create_target(
-            ctx.spark,
-            identifier,
-            change.columns,
-            table_key,
-            created | design.properties,
-            design.extra_columns,
-            design.partitioned_by,
-            design.write_order,
-            writer=ctx.writer.by_spark(),
-        )
-        ctx.existing.add(name)
-        event.status, event.detail = APPLIED, detail
+        _create_table(ctx, name, identifier, event, keys or change.keys, change.columns)
     elif change.action == RENAME_TABLE and event.renamed_to:
-        new = event.renamed_to
-        if ctx.resumed and name not in ctx.existing and new in ctx.existing:
-            moved = table_properties(ctx.spark, qualified(ctx.catalog, ctx.namespace, new))
-            earlier = ddl_note(moved, ctx.batch, event.position)
-            if earlier is not None:
-                event.status, event.detail = earlier
-                return
-        if is_reserved(new):
-            event.status, event.detail = REJECTED, f"cannot rename {name} to {new}: {RESERVED_RULE}"
-            return
-        if name not in ctx.existing or new in ctx.existing:
-            event.status = UNCHANGED
-            event.detail = f"cannot rename {name} to {new}: source missing or target exists"
-            return
-        detail = f"renamed to {new}; later changes follow it"
-        _note(ctx, identifier, table_properties(ctx.spark, identifier), event, APPLIED, detail)
-        # Before the mirror: a resumed batch finds the rename noted on the new name only then.
-        _rename_history(ctx, name, new)
-        # The new name stays in the catalog: Spark wants it without the catalog part.
-        ctx.spark.sql(f"ALTER TABLE {identifier} RENAME TO {quote(ctx.namespace)}.{quote(new)}")
-        tombstones = qualified(ctx.catalog, ctx.namespace, TOMBSTONES)
-        ctx.spark.sql(
-            f"UPDATE {tombstones} SET target_table = '{new}' WHERE target_table = '{name}'"
-        )
-        ctx.tombstone_index.rename(name, new)
-        ctx.existing.discard(name)
-        ctx.existing.add(new)
-        event.status, event.detail = APPLIED, detail
+        _rename_table(ctx, name, identifier, event, event.renamed_to)
     elif change.action == DROP_TABLE:
         if name in ctx.existing:
             position = ":".join(str(p) for p in (ctx.batch_id, *event.position))
@@ -299,6 +233,82 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
             )
         event.status = APPLIED
         event.detail = "source table dropped: the mirror is kept and receives no more changes"
+
+
+def _create_table(
+    ctx: TableContext,
+    name: str,
+    identifier: str,
+    event: DdlEvent,
+    table_key: tuple[str, ...],
+    columns: dict[str, ColumnType],
+) -> None:
+    """CREATE TABLE: the mirror with the statement's columns, unless it exists (a source that
+    re-creates a table it dropped empties it)."""
+    properties = table_properties(ctx.spark, identifier) if name in ctx.existing else {}
+    earlier = ddl_note(properties, ctx.batch, event.position) if ctx.resumed else None
+    if earlier is not None:
+        event.status, event.detail = earlier
+        return
+    if SOURCE_DROPPED_PROPERTY in properties:
+        # The source re-created a table it dropped: the new table starts empty.
+        detail = "re-created by the source: the old rows were removed, changes apply again"
+        _note(ctx, identifier, properties, event, APPLIED, detail)
+        ctx.spark.sql(f"DELETE FROM {identifier}")
+        ctx.spark.sql(f"ALTER TABLE {identifier} UNSET TBLPROPERTIES ('{SOURCE_DROPPED_PROPERTY}')")
+        event.status, event.detail = APPLIED, detail
+        return
+    if name in ctx.existing:
+        event.status, event.detail = UNCHANGED, "the table exists already"
+        return
+    detail = f"created with key {list(table_key)}"
+    note = with_ddl_note({}, ctx.batch, event.position, APPLIED, detail)
+    design = creation(ctx.spark, ctx.table_options.for_table(name), columns)
+    created = {KEYS_PROPERTY: ",".join(table_key), DDL_OUTCOMES_PROPERTY: note}
+    if ctx.owner is not None:
+        created |= ctx.owner.created_properties()
+    create_target(
+        ctx.spark,
+        identifier,
+        columns,
+        table_key,
+        created | design.properties,
+        design.extra_columns,
+        design.partitioned_by,
+        design.write_order,
+        writer=ctx.writer.by_spark(),
+    )
+    ctx.existing.add(name)
+    event.status, event.detail = APPLIED, detail
+
+
+def _rename_table(ctx: TableContext, name: str, identifier: str, event: DdlEvent, new: str) -> None:
+    """RENAME TABLE: the mirror, its history and its tombstones take the new name."""
+    if ctx.resumed and name not in ctx.existing and new in ctx.existing:
+        moved = table_properties(ctx.spark, qualified(ctx.catalog, ctx.namespace, new))
+        earlier = ddl_note(moved, ctx.batch, event.position)
+        if earlier is not None:
+            event.status, event.detail = earlier
+            return
+    if is_reserved(new):
+        event.status, event.detail = REJECTED, f"cannot rename {name} to {new}: {RESERVED_RULE}"
+        return
+    if name not in ctx.existing or new in ctx.existing:
+        event.status = UNCHANGED
+        event.detail = f"cannot rename {name} to {new}: source missing or target exists"
+        return
+    detail = f"renamed to {new}; later changes follow it"
+    _note(ctx, identifier, table_properties(ctx.spark, identifier), event, APPLIED, detail)
+    # Before the mirror: a resumed batch finds the rename noted on the new name only then.
+    _rename_history(ctx, name, new)
+    # The new name stays in the catalog: Spark wants it without the catalog part.
+    ctx.spark.sql(f"ALTER TABLE {identifier} RENAME TO {quote(ctx.namespace)}.{quote(new)}")
+    tombstones = qualified(ctx.catalog, ctx.namespace, TOMBSTONES)
+    ctx.spark.sql(f"UPDATE {tombstones} SET target_table = '{new}' WHERE target_table = '{name}'")
+    ctx.tombstone_index.rename(name, new)
+    ctx.existing.discard(name)
+    ctx.existing.add(new)
+    event.status, event.detail = APPLIED, detail
 
 
 def _rename_history(ctx: TableContext, name: str, new: str) -> None:
@@ -352,29 +362,7 @@ def apply_with_ddl(
     for index in range(len(events) + 1):
         rows, columns = segments.get(index, (0, []))
         if rows and not stopped:
-            inventory = TargetInventory(
-                name,
-                base.keys,
-                columns,
-                list(base.hints),
-                unavailable=base.unavailable,
-                moves_keys=base.moves_keys,
-            )
-            target, created = prepare_target(
-                ctx.spark,
-                ctx.catalog,
-                ctx.namespace,
-                ctx.existing,
-                inventory,
-                ctx.decoder,
-                ctx.inference,
-                ctx.policy(name),
-                batch_id=ctx.batch_id,
-                options=ctx.table_options.for_table(name),
-                writer=ctx.writer.by_spark(),
-                owner=ctx.owner,
-            )
-            ctx.existing.add(name)
+            target, created = _prepare_segment(ctx, base, columns)
             total.design_changes += target.design_changes
             if target.source_dropped:
                 _add(total, TableSummary(name, messages=rows, source_dropped=rows))
@@ -403,18 +391,55 @@ def apply_with_ddl(
         elif name not in ctx.existing:
             event.status, event.detail = UNCHANGED, "no such table in the mirror yet"
         else:
-            identifier = qualified(ctx.catalog, ctx.namespace, name)
-            properties = table_properties(ctx.spark, identifier)
-            if SOURCE_DROPPED_PROPERTY in properties:
-                event.status, event.detail = UNCHANGED, "the source dropped the table"
-                continue
-            keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k)
-            policy = ctx.policy(name)
-            status, detail, statements = plan_statement(ctx.spark, identifier, keys, event, policy)
-            earlier = ddl_note(properties, ctx.batch, event.position) if ctx.resumed else None
-            if statements and earlier is None:
-                _note(ctx, identifier, properties, event, status, detail)
-            for statement in statements:
-                ctx.spark.sql(statement)
-            event.status, event.detail = earlier or (status, detail)
+            _column_statement(ctx, name, event)
     return total, bad
+
+
+def _prepare_segment(
+    ctx: TableContext, base: TargetInventory, columns: list[str]
+) -> tuple[TargetTable, bool]:
+    """Create or extend the table for a segment's ``columns`` (by Spark, which applies the
+    statements around it); returns it and whether this run created it."""
+    inventory = TargetInventory(
+        base.name,
+        base.keys,
+        columns,
+        list(base.hints),
+        unavailable=base.unavailable,
+        moves_keys=base.moves_keys,
+    )
+    prepared = prepare_target(
+        ctx.spark,
+        ctx.catalog,
+        ctx.namespace,
+        ctx.existing,
+        inventory,
+        ctx.decoder,
+        ctx.inference,
+        ctx.policy(base.name),
+        batch_id=ctx.batch_id,
+        options=ctx.table_options.for_table(base.name),
+        writer=ctx.writer.by_spark(),
+        owner=ctx.owner,
+    )
+    ctx.existing.add(base.name)
+    return prepared
+
+
+def _column_statement(ctx: TableContext, name: str, event: DdlEvent) -> None:
+    """A statement on an existing table's columns, as its schema policy plans it; noted on
+    the table before it is made (a resumed batch finds the note and does not repeat it)."""
+    identifier = qualified(ctx.catalog, ctx.namespace, name)
+    properties = table_properties(ctx.spark, identifier)
+    if SOURCE_DROPPED_PROPERTY in properties:
+        event.status, event.detail = UNCHANGED, "the source dropped the table"
+        return
+    keys = tuple(k for k in properties.get(KEYS_PROPERTY, "").split(",") if k)
+    policy = ctx.policy(name)
+    status, detail, statements = plan_statement(ctx.spark, identifier, keys, event, policy)
+    earlier = ddl_note(properties, ctx.batch, event.position) if ctx.resumed else None
+    if statements and earlier is None:
+        _note(ctx, identifier, properties, event, status, detail)
+    for statement in statements:
+        ctx.spark.sql(statement)
+    event.status, event.detail = earlier or (status, detail)
