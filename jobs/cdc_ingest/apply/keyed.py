@@ -96,28 +96,9 @@ def apply_table(
         changes = with_old_key_deletes(changes, target)
     typed = typed_changes(changes, target)
     expectations = check_expectations(typed, target)
-    unsent = [c for c in target.columns if c not in target.keys]
-    usable = typed.where(F.col("_type_error").isNull())
-    kept = typed
-    ignored = 0
-    if target.deletes == "ignore":
-        # Skipped before the collapse: an ignored delete supersedes nothing.
-        is_delete = F.col("_cdc_kind") == DELETE
-        with stage("count ignored deletes"):
-            ignored = usable.where(is_delete).count()
-        usable, kept = usable.where(~is_delete), typed.where(~is_delete)
     # The snapshot the classification reads: the MERGE compares orders again only if it moved.
     read_at, table_rows = (None, 0) if created else current_snapshot_facts(spark, target.identifier)
-    filled = unsent if target.unavailable_values else None
-    # Typing errors go to the collapse, which drops them, unless it fills columns from them.
-    collapsed = usable if filled else kept
-    carry = soft_carried(target)
-    if created:
-        newest = newest_changes(collapsed, filled, typing_errors=not filled, carry=carry)
-    else:
-        held = with_table_rows(spark, collapsed, target, semi_joined(rows, table_rows))
-        per = (*target.keys, "_cdc_key")
-        newest = newest_changes(held, filled, per=per, typing_errors=not filled, carry=carry)
+    newest, ignored = _newest(spark, typed, target, rows, None if created else table_rows)
     index = tombstone_index or TombstoneIndex(spark, target.tombstones)
     with stage("probe tombstones"):
         tombstones = index.holds(target.name)
@@ -159,20 +140,60 @@ def apply_table(
                         merge_target(spark, classified, target, moved_on, merged, table_rows)
         changed = tombstoned(summary, counts)
         if changed:
-            # One commit at a time into the tombstones tables applied at once share (alone_tables).
-            with TOMBSTONE_WRITES:
-                if tombstones and moves_held_tombstones(counts):
-                    with stage("merge into tombstones"):
-                        # Counted before the classification: the count only chooses the filter.
-                        merge_tombstones(
-                            spark, classified, target, changes=changed, held=tombstone_rows
-                        )
-                else:
-                    with stage("append new tombstones"):
-                        append_tombstones(classified, target.tombstones, batch, target.name)
+            held = tombstone_rows if tombstones and moves_held_tombstones(counts) else None
+            _write_tombstones(spark, classified, target, batch, changed, held)
             index.add(target.name)
     if earlier is not None:
         for name in (*OUTCOMES, "created"):
             setattr(summary, name, earlier.get(name, getattr(summary, name)))
     errors = typing_errors(typed, target)
     return summary, errors if summary.dead_lettered else errors.limit(0)
+
+
+def _newest(
+    spark: SparkSession, typed: DataFrame, target: TargetTable, rows: int, table_rows: int | None
+) -> tuple[DataFrame, int]:
+    """Each key's newest change of the table's ``rows`` typed changes, with what the table
+    holds for it unless this run created the table (``table_rows`` None; else the rows it
+    holds); and how many deletes the table ignores (its ``deletes: ignore``)."""
+    unsent = [c for c in target.columns if c not in target.keys]
+    usable = typed.where(F.col("_type_error").isNull())
+    kept = typed
+    ignored = 0
+    if target.deletes == "ignore":
+        # Skipped before the collapse: an ignored delete supersedes nothing.
+        is_delete = F.col("_cdc_kind") == DELETE
+        with stage("count ignored deletes"):
+            ignored = usable.where(is_delete).count()
+        usable, kept = usable.where(~is_delete), typed.where(~is_delete)
+    filled = unsent if target.unavailable_values else None
+    # Typing errors go to the collapse, which drops them, unless it fills columns from them.
+    collapsed = usable if filled else kept
+    carry = soft_carried(target)
+    if table_rows is None:
+        return newest_changes(collapsed, filled, typing_errors=not filled, carry=carry), ignored
+    held = with_table_rows(spark, collapsed, target, semi_joined(rows, table_rows))
+    per = (*target.keys, "_cdc_key")
+    newest = newest_changes(held, filled, per=per, typing_errors=not filled, carry=carry)
+    return newest, ignored
+
+
+def _write_tombstones(
+    spark: SparkSession,
+    classified: DataFrame,
+    target: TargetTable,
+    batch: PipelineBatch,
+    changed: int,
+    held: int | None,
+) -> None:
+    """The ``changed`` tombstones of the classification: merged where some of its keys had one
+    (``held``: the rows ``_cdc_tombstones`` holds, which choose the MERGE's filter), else
+    appended."""
+    # One commit at a time into the tombstones tables applied at once share (alone_tables).
+    with TOMBSTONE_WRITES:
+        if held is not None:
+            with stage("merge into tombstones"):
+                merge_tombstones(spark, classified, target, changes=changed, held=held)
+        else:
+            with stage("append new tombstones"):
+                append_tombstones(classified, target.tombstones, batch, target.name)
