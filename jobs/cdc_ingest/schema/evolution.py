@@ -296,51 +296,9 @@ def plan_statement(
                 change = dataclasses.replace(change, action=MODIFY_COLUMN, new_name=None)
             else:
                 change = dataclasses.replace(change, column_type=None)
-        if change.action == ADD_COLUMN and name not in columns and change.column_type:
-            statements.append(
-                f"ALTER TABLE {identifier} ADD COLUMN {quote(name)} {change.column_type.spark_type}"
-            )
-            columns[name] = change.column_type.spark_type
-            done.append(f"added {name} {change.column_type.spark_type}")
-            if change.default is not None:
-                # The rows the table holds took the default in the source: so they do here.
-                statements.append(
-                    f"UPDATE {identifier} SET {quote(name)} ="
-                    f" CAST({change.default} AS {change.column_type.spark_type})"
-                )
-                done.append(f"existing rows set to its default {change.default}")
-        elif change.action == DROP_COLUMN and name in columns:
-            statements.append(f"ALTER TABLE {identifier} DROP COLUMN {quote(name)}")
-            del columns[name]
-            done.append(f"dropped {name}")
-        elif change.action == RENAME_COLUMN and name in columns and change.new_name:
-            statements.append(
-                f"ALTER TABLE {identifier} RENAME COLUMN {quote(name)} TO {quote(change.new_name)}"
-            )
-            columns[change.new_name] = columns.pop(name)
-            done.append(f"renamed {name} to {change.new_name}")
-            name = change.new_name
-        if (
-            change.action in (MODIFY_COLUMN, RENAME_COLUMN)
-            and change.column_type
-            and name in columns
-        ):
-            new = change.column_type.spark_type
-            if columns[name] != new and widens(columns[name], new):
-                statements.append(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {new}")
-                done.append(f"widened {name} to {new}")
-                columns[name] = new
-        elif change.action == TRUNCATE_TABLE and event.route and event.shard:
-            # One shard of a routed table: its rows only.
-            db_column, table_column = (quote(c) for c in event.route.columns)
-            db, table = (literal(n) for n in event.shard)
-            statements.append(
-                f"DELETE FROM {identifier} WHERE {db_column} = {db} AND {table_column} = {table}"
-            )
-            done.append(f"removed the rows of {'.'.join(event.shard)}")
-        elif change.action == TRUNCATE_TABLE:
-            statements.append(f"DELETE FROM {identifier}")
-            done.append("removed every row")
+        sql, did = _clause_sql(identifier, change, columns, event)
+        statements += sql
+        done += did
     if left_out:
         done.append("left out: " + ", ".join(left_out))
         if not statements:
@@ -349,6 +307,58 @@ def plan_statement(
         unchanged = ", ".join(c.detail for c in parsed.changes)
         return UNCHANGED, f"nothing to change in Iceberg ({unchanged})", []
     return APPLIED, "; ".join(done), statements
+
+
+def _clause_sql(
+    identifier: str, change: SchemaChange, columns: dict[str, str], event: DdlEvent
+) -> tuple[list[str], list[str]]:
+    """The SQL statements of one clause the policy applies, and what each did (for the DDL
+    history); ``columns`` (name -> Spark SQL type) follows the changes."""
+    name = change.column or ""
+    statements: list[str] = []
+    done: list[str] = []
+    if change.action == ADD_COLUMN and name not in columns and change.column_type:
+        statements.append(
+            f"ALTER TABLE {identifier} ADD COLUMN {quote(name)} {change.column_type.spark_type}"
+        )
+        columns[name] = change.column_type.spark_type
+        done.append(f"added {name} {change.column_type.spark_type}")
+        if change.default is not None:
+            # The rows the table holds took the default in the source: so they do here.
+            statements.append(
+                f"UPDATE {identifier} SET {quote(name)} ="
+                f" CAST({change.default} AS {change.column_type.spark_type})"
+            )
+            done.append(f"existing rows set to its default {change.default}")
+    elif change.action == DROP_COLUMN and name in columns:
+        statements.append(f"ALTER TABLE {identifier} DROP COLUMN {quote(name)}")
+        del columns[name]
+        done.append(f"dropped {name}")
+    elif change.action == RENAME_COLUMN and name in columns and change.new_name:
+        statements.append(
+            f"ALTER TABLE {identifier} RENAME COLUMN {quote(name)} TO {quote(change.new_name)}"
+        )
+        columns[change.new_name] = columns.pop(name)
+        done.append(f"renamed {name} to {change.new_name}")
+        name = change.new_name
+    if change.action in (MODIFY_COLUMN, RENAME_COLUMN) and change.column_type and name in columns:
+        new = change.column_type.spark_type
+        if columns[name] != new and widens(columns[name], new):
+            statements.append(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {new}")
+            done.append(f"widened {name} to {new}")
+            columns[name] = new
+    elif change.action == TRUNCATE_TABLE and event.route and event.shard:
+        # One shard of a routed table: its rows only.
+        db_column, table_column = (quote(c) for c in event.route.columns)
+        db, table = (literal(n) for n in event.shard)
+        statements.append(
+            f"DELETE FROM {identifier} WHERE {db_column} = {db} AND {table_column} = {table}"
+        )
+        done.append(f"removed the rows of {'.'.join(event.shard)}")
+    elif change.action == TRUNCATE_TABLE:
+        statements.append(f"DELETE FROM {identifier}")
+        done.append("removed every row")
+    return statements, done
 
 
 def table_level(event: DdlEvent) -> str | None:
