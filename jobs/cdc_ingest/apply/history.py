@@ -294,32 +294,7 @@ def _versions(
     grouped = grouped.withColumn(
         "_h_version", F.sum("_h_opens").over(by_order.rowsBetween(Window.unboundedPreceding, 0))
     )
-    # A version takes the untracked values and the batch of its newest change by order (a
-    # stored version's newest is its LAST_ORDER, which may be newer than a late change).
-    whole = (
-        Window.partitionBy(*keys, "_h_version")
-        .orderBy(ORDER_COLUMN)
-        .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    )
-    untracked = [c for c in columns if c not in tracked and c not in keys]
-    newest = F.max_by(
-        F.struct(*[F.col(sql_text.name(c)).alias(c) for c in [*untracked, BATCH]]), LAST_ORDER
-    ).over(whole)
-    grouped = sql_text.select(
-        grouped.withColumn("_h_newest", newest)
-        .withColumn("_h_last", F.max(LAST_ORDER).over(whole))
-        .withColumn(_NEW, F.count(F.when(~F.col(_STORED), 1)).over(whole)),
-        [
-            *(
-                f"_h_newest.{sql_text.name(c)} AS {sql_text.name(c)}"
-                if c in untracked or c == BATCH
-                else sql_text.name(c)
-                for c in [*columns, ORDER_COLUMN, _KIND, VALID_FROM, BATCH, _STORED, "_h_opens"]
-            ),
-            f"_h_last AS {LAST_ORDER}",
-            _NEW,
-        ],
-    )
+    grouped = _with_newest_values(grouped, keys, columns, tracked)
     heads = grouped.where("_h_opens = 1")
     next_start = F.lead(VALID_FROM).over(by_order)
     prior = F.lag(_KIND).over(by_order)
@@ -354,6 +329,39 @@ def _versions(
         F.lit(0).cast("bigint").alias(_NEW),
     )
     return placed.unionByName(dropped)
+
+
+def _with_newest_values(
+    grouped: DataFrame, keys: list[str], columns: list[str], tracked: list[str]
+) -> DataFrame:
+    """Each row of a version (``_h_version``) with the version's untracked values, batch and
+    last order, and how many of its changes are new (not stored)."""
+    # A version takes the untracked values and the batch of its newest change by order (a
+    # stored version's newest is its LAST_ORDER, which may be newer than a late change).
+    whole = (
+        Window.partitionBy(*keys, "_h_version")
+        .orderBy(ORDER_COLUMN)
+        .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    )
+    untracked = [c for c in columns if c not in tracked and c not in keys]
+    newest = F.max_by(
+        F.struct(*[F.col(sql_text.name(c)).alias(c) for c in [*untracked, BATCH]]), LAST_ORDER
+    ).over(whole)
+    return sql_text.select(
+        grouped.withColumn("_h_newest", newest)
+        .withColumn("_h_last", F.max(LAST_ORDER).over(whole))
+        .withColumn(_NEW, F.count(F.when(~F.col(_STORED), 1)).over(whole)),
+        [
+            *(
+                f"_h_newest.{sql_text.name(c)} AS {sql_text.name(c)}"
+                if c in untracked or c == BATCH
+                else sql_text.name(c)
+                for c in [*columns, ORDER_COLUMN, _KIND, VALID_FROM, BATCH, _STORED, "_h_opens"]
+            ),
+            f"_h_last AS {LAST_ORDER}",
+            _NEW,
+        ],
+    )
 
 
 def _merge(
