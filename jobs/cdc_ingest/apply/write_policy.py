@@ -35,8 +35,9 @@ class WritePolicy:
     # The rows of a group's tables read into the driver for their classification, at most (the
     # rest of the group's tables are read by Spark).
     read_rows: int = 1_000_000
-    # pyiceberg creates, appends and rewrites what it can. Off with lineage: Spark's OpenLineage
-    # listener reports each write Spark makes, and pyiceberg's writes are not Spark jobs.
+    # pyiceberg creates, appends and rewrites what it can, mirrors and bookkeeping alike (off: as
+    # in a catalog pyiceberg does not write). Off for the mirrors with lineage: Spark's
+    # OpenLineage listener reports each write Spark makes, and pyiceberg's are not Spark jobs.
     pyiceberg: bool = True
 
     def fits_a_group(self, target: TargetTable, rows: int) -> bool:

@@ -105,7 +105,7 @@ def run_pipeline(
     options = options or RunOptions()
     install_commit_fault()
     started, start = datetime.now(UTC), time.perf_counter()
-    writer = table_writer(spark, config.catalog)
+    writer = table_writer(spark, config.catalog, (writes or WritePolicy()).pyiceberg)
     with recording(current() or StageTimings()) as timings, writer as opened:
         with stage("plan"):
             run = open_run(spark, config, pipeline_name, options, opened, writes)

@@ -1,5 +1,5 @@
-"""Which writer a run's tables take: pyiceberg's over Spark's where pyiceberg can open the
-catalog's kind, else Spark's alone."""
+"""Which writer a run's tables take: pyiceberg's over Spark's where pyiceberg writes the
+catalog's kind and the run lets it (``WritePolicy.pyiceberg``), else Spark's alone."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def table_writer(spark: SparkSession, catalog: CatalogConfig) -> Iterator[TableWriter]:
+def table_writer(
+    spark: SparkSession, catalog: CatalogConfig, pyiceberg: bool = True
+) -> Iterator[TableWriter]:
     """The run's writer for the block; a pyiceberg catalog it opens is closed when it ends."""
     by_spark = SparkWriter(spark, catalog.name)
-    if not writes_catalog(catalog):
+    if not pyiceberg or not writes_catalog(catalog):
         yield by_spark
         return
     with arrow_catalog(catalog) as arrow:
