@@ -84,7 +84,7 @@ class WritePolicy:
     def keeps_group(self, writer: TableWriter, target: TargetTable, created: bool) -> bool:
         """Whether a table alone in its group is still classified as a group, for its writer to
         write it without a Spark job: a group of one shares no plan, but a created table's
-        collected rows are appended, and a small table's rewritten, for a tenth of what a Spark
+        collected rows are appended, and a small table's rewritten, for much less than a Spark
         append or MERGE costs (performance.md, "Figures behind the code's choices")."""
         if created:
             return writer.appends_collected

@@ -56,15 +56,14 @@ class ArrowCatalog(SmallTableRewrites):
         self.config = config
         self._catalog: Catalog | None = None
         self.available = writes_catalog(config)
-        # Tables this object created, as created: their first append needs no load, a fifth of
-        # a small append's cost.
+        # Tables this object created, as created: their first append needs no load.
         self._created: dict[tuple[str, str], Table] = {}
         # Tables ``table_facts`` loaded: the classification's read of their keys and orders
         # (``read_columns``) starts from that load instead of loading them again.
         self._loaded: dict[tuple[str, str], Table] = {}
         # Tables ``read_columns`` read, as loaded, with the snapshot and the data files it read:
-        # their rewrite (``replace_rows``) at that snapshot needs no second load and scan planning
-        # (about a third of a small table's rewrite).
+        # their rewrite (``replace_rows``) at that snapshot needs no second load and scan
+        # planning.
         self._read: dict[tuple[str, str], tuple[Table, int, list[FileScanTask]]] = {}
         # Tables ``create_keyed`` was asked to create later: (schema, location, properties). Each
         # is made by its first append, with its rows (``snapshots/first_snapshot``), or by
