@@ -178,12 +178,12 @@ class _BatchTables:
     def set_aside(self, name: str, rows: int, decision: PolicyDecision) -> bool:
         """Whether the table is left out of the batch: a name no mirror may take, its schema
         change held by its policy, or its creation left to later."""
+        # Its changes never reach a table of that name (one of the job's, or a history).
         refusal: Exception | None = _refused_name(self.ctx, name)
         if refusal is None and name in decision.held:
             # Nothing of the table changes: its changes wait, its statements were marked.
             refusal = SchemaChangeHeld(decision.held[name])
         if refusal is not None:
-            # Its changes never reach a table of that name (one of the job's, or a history).
             statements_marked = isinstance(refusal, SchemaChangeHeld)
             self._refuse(name, rows, refusal, True, mark_statements=not statements_marked)
             return True

@@ -33,7 +33,7 @@ from cdc_ingest.apply.commit_notes import (
 )
 from cdc_ingest.apply.concurrent_writes import write_each
 from cdc_ingest.apply.few_keys import few_changes, rows_of_keys
-from cdc_ingest.apply.groups import REFUSED, TARGET, GroupMember, TableGroup, layout_groups
+from cdc_ingest.apply.groups import TARGET, WRITE_REFUSED, GroupMember, TableGroup, layout_groups
 from cdc_ingest.apply.keyed_writes import (
     append_target,
     append_tombstones,
@@ -230,11 +230,11 @@ class HoldingGroup(TableGroup):
                 try:
                     if not self.write_small(table):
                         by_spark.append(table)
-                except REFUSED as exc:
+                except WRITE_REFUSED as exc:
                     refusals[table.target.name] = exc
         # Another writer committed to it while it was rewritten: its MERGE compares orders again.
         by_spark += [t for t in self.tables if t.target.identifier in moved]
-        written = write_each(self.spark, by_spark, self.write_by_spark, _table_name, REFUSED)
+        written = write_each(self.spark, by_spark, self.write_by_spark, _table_name, WRITE_REFUSED)
         return refusals | written
 
     def write_small(self, table: GroupMember) -> bool:

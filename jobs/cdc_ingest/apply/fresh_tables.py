@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from cdc_ingest.apply.actions import DELETED_WRITTEN, INSERT
 from cdc_ingest.apply.classify import classify
 from cdc_ingest.apply.commit_notes import commit_properties, counts_properties, notes_properties
-from cdc_ingest.apply.groups import REFUSED, TARGET, GroupMember, TableGroup
+from cdc_ingest.apply.groups import TARGET, WRITE_REFUSED, GroupMember, TableGroup
 from cdc_ingest.apply.keyed_writes import append_target, append_tombstones
 from cdc_ingest.apply.outcomes import table_summary
 from cdc_ingest.apply.soft_deletes import with_flags
@@ -56,7 +56,7 @@ class CreatedGroup(TableGroup):
             for table in self.tables:
                 try:
                     self.write(table)
-                except REFUSED as exc:
+                except WRITE_REFUSED as exc:
                     refusals[table.target.name] = exc
         return refusals
 

@@ -310,7 +310,7 @@ class TableGroup:
 
 # What refuses one table's write, its own fault (its refusal goes with it, the group's other tables
 # are written).
-REFUSED = (AnalysisException, TableDesignError)
+WRITE_REFUSED = (AnalysisException, TableDesignError)
 # The columns a table's write takes besides its own (``_action`` tells rewrites what each row is).
 WRITE_COLUMNS = (ORDER_COLUMN, "_cdc_op", "_cdc_batch_id", "_action")
 
