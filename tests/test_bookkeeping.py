@@ -175,3 +175,17 @@ def test_a_namespace_created_by_pyiceberg_is_one_spark_would_create(lake, monkey
     assert arrow.table_names("by_pyiceberg") == set() and arrow.table_names("absent") == set()
     assert arrow.table_names("ods") == {"orders", *SYSTEM_TABLES}
     arrow.close()
+
+
+def test_a_run_with_pyiceberg_off_writes_its_bookkeeping_and_mirrors_through_spark(lake):
+    # As in a catalog pyiceberg does not write: every commit of the run is Spark's.
+    lake.route_at(pyiceberg=False)
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
+
+    lake.run("shop")
+
+    commits = [c for t in ("_cdc_checkpoints", "_cdc_batches", "orders") for c in _commits(lake, t)]
+    assert len(commits) == 4  # the plan, the seal, the batch's row, the mirror's append
+    assert all("spark.app.id" in c for c in commits)
+    assert lake.rows("orders") == [{"id": 1, "v": "a"}]
