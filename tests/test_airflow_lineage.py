@@ -123,7 +123,7 @@ def test_lineage_is_off_unless_the_pipelines_file_turns_it_on(tmp_path: Path) ->
     for section, message in {
         "lineage: {transport: {location: /x}}": "must be a mapping with a type",
         "lineage: {namespace: 'a b'}": "must be a plain name",
-        "lineage: {sink: x}": "unknown keys sink",
+        "lineage: {sink: x}": r"lineage: unknown key 'sink' \(keys: namespace, transport\)",
     }.items():
         path.write_text(head + section + "\n" + pipelines, encoding="utf-8")
         with pytest.raises(ConfigError, match=message):

@@ -41,7 +41,10 @@ def write(tmp_path: Path, catalog: str) -> Path:
 @pytest.mark.parametrize(
     ("catalog", "message"),
     [
-        ("type: nessie\nuri: http://x\nwarehouse: s3://b/w\n", "type 'nessie' must be one of"),
+        (
+            "type: nessie\nuri: http://x\nwarehouse: s3://b/w\n",
+            "catalog.type: 'nessie' must be one of",
+        ),
         ("type: rest\nwarehouse: s3://b/w\n", "missing required key 'uri'"),
         ("type: hive\nwarehouse: s3://b/w\n", "missing required key 'uri'"),
         ("uri: sqlite:////c.db\nwarehouse: /w\n", "must be a file:// or s3:// URI"),

@@ -369,7 +369,11 @@ def test_an_asset_event_per_changed_table_with_its_counts() -> None:
 
 
 def test_alerts_are_validated_and_found_in_a_batch_summary() -> None:
-    from cdc_ingest.alerts_config import AlertsConfigError, breaches, parse_alerts
+    from cdc_ingest.alerts_config import AlertsConfig, breaches
+    from cdc_ingest.config_model import ConfigError, validated
+
+    def parse_alerts(raw):
+        return validated(AlertsConfig, raw, "alerts")
 
     alerts = parse_alerts({"max_lag": "15m", "dead_letters": True, "rejected_ddl": True})
     summary = {"batch_id": 3, "freshness_ms": 1_000_000, "dead_lettered": 2, "ddl_rejected": 1}
@@ -381,9 +385,9 @@ def test_alerts_are_validated_and_found_in_a_batch_summary() -> None:
     calm = {"batch_id": 3, "freshness_ms": 1_000_000, "dead_lettered": 0, "ddl_rejected": 0}
     assert breaches(calm, alerts, now_s=1000 + 899) == []
     assert breaches({"batch_id": None}, alerts, now_s=0) == []
-    with pytest.raises(AlertsConfigError, match=r"alerts\.max_lag: '15 minutes' is not a duration"):
+    with pytest.raises(ConfigError, match=r"alerts\.max_lag: '15 minutes' is not a duration"):
         parse_alerts({"max_lag": "15 minutes"})
-    with pytest.raises(AlertsConfigError, match="unknown key 'lag'"):
+    with pytest.raises(ConfigError, match="unknown key 'lag'"):
         parse_alerts({"lag": "1m"})
-    with pytest.raises(AlertsConfigError, match="not the import path of a notifier class"):
+    with pytest.raises(ConfigError, match="not the import path of a notifier class"):
         parse_alerts({"notifier": "smtp"})

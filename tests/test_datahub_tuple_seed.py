@@ -149,7 +149,7 @@ def test_without_keys_or_with_an_unknown_operation_records_are_dead_letters(lake
     ("options", "message"),
     [
         ({"columns": {"id": "INT64"}}, "columns.id: unknown DataHub type 'INT64'"),
-        ({"metadata_key": "meta"}, "unknown key 'metadata_key'"),
+        ({"metadata_key": "meta"}, "format 'datahub-tuple' takes no option 'metadata_key'"),
     ],
 )
 def test_format_options_are_checked_when_the_config_loads(lake, options, message):

@@ -215,9 +215,9 @@ def test_ogg_primary_keys_and_tokens_formatter_orders_by_trail_position(lake):
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
-        ("include_tables: 'a(b'", "include_tables 'a\\(b' is not a regular expression"),
-        ("exclude_tables: ''", "exclude_tables must be a regular expression"),
-        ("column_names: upper", "column_names 'upper' must be one of as-sent, lowercase"),
+        ("include_tables: 'a(b'", "include_tables: 'a\\(b' is not a regular expression"),
+        ("exclude_tables: ''", "exclude_tables: must be a regular expression"),
+        ("column_names: upper", "column_names: 'upper' must be one of as-sent, lowercase"),
     ],
 )
 def test_table_filters_and_column_names_are_validated(tmp_path, keys, message):

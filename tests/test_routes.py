@@ -135,7 +135,7 @@ def test_without_key_with_source_a_reused_key_is_one_row_and_columns_can_be_name
 @pytest.mark.parametrize(
     ("routes", "message"),
     [
-        ({"source": ORDERS, "table": "orders"}, "routes must be a list"),
+        ({"source": ORDERS, "table": "orders"}, "routes: must be a list"),
         ([{"source": "db_[", "table": "orders"}], "is not a regular expression"),
         ([{"source": ORDERS, "table": "_cdc_x"}], "names beginning with _cdc_ are the job's own"),
         ([{"source": ORDERS, "table": "orders", "sink": "x"}], "unknown key 'sink'"),

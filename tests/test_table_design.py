@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from cdc_ingest.config import ConfigError, load_config
-from cdc_ingest.table_options import PartitionField, SortField, TableOptionsError, parse_layer
+from cdc_ingest.table_options import PartitionField, SortField, parse_layer
 
 _es = itertools.count(1_000)
 
@@ -94,11 +94,14 @@ def test_table_options_are_validated_and_layered(tmp_path):
         ({"computed_columns": {"_cdc_x": "1"}}, "not starting with _cdc_"),
         ({"properties": {"cdc.keys": "id"}}, "cdc.* properties are set by the job"),
         ({"properties": {"write.merge.mode": "in-place"}}, "copy-on-write, merge-on-read"),
-        ({"partitions": ["id"]}, "unknown table option 'partitions'"),
+        (
+            {"partitions": ["id"]},
+            r"table_options.orders: unknown key 'partitions' \(keys: partition_by, ",
+        ),
     ],
 )
 def test_a_malformed_table_option_names_itself(raw, message):
-    with pytest.raises(TableOptionsError, match=message):
+    with pytest.raises(ConfigError, match=message):
         parse_layer(raw, "table_options.orders")
 
 
@@ -293,24 +296,23 @@ def test_options_that_do_not_fit_a_table_dead_letter_its_changes_only(lake):
     ],
 )
 def test_a_malformed_history_option_names_itself(raw, message):
-    from cdc_ingest.table_options import TableOptionsError, parse_layer
-
-    with pytest.raises(TableOptionsError, match=message.replace("{", r"\{").replace("}", r"\}")):
+    with pytest.raises(ConfigError, match=message.replace("{", r"\{").replace("}", r"\}")):
         parse_layer(raw, "table_options.users")
 
 
-def test_a_tables_tracking_list_replaces_the_pipelines_and_names_its_history_table():
-    from cdc_ingest.table_options import parse_table_options
+def _pipeline_options(table_options):
+    from cdc_ingest.config import PipelineConfig
 
-    options = parse_table_options(
+    return PipelineConfig("p", "lindorm", "file:///l", "ods", table_options=table_options).tables
+
+
+def test_a_tables_tracking_list_replaces_the_pipelines_and_names_its_history_table():
+    options = _pipeline_options(
         {
-            "table_options": {
-                "*": {"history": "scd2", "history_except_columns": ["seen_at"]},
-                "users": {"history_columns": ["Name", "city"], "history_table": "hist_{table}"},
-                "logs": {"history": "none"},
-            }
-        },
-        "pipelines[0]",
+            "*": {"history": "scd2", "history_except_columns": ["seen_at"]},
+            "users": {"history_columns": ["Name", "city"], "history_table": "hist_{table}"},
+            "logs": {"history": "none"},
+        }
     )
     users = options.for_table("users").history_of("users")
     orders = options.for_table("orders").history_of("orders")
@@ -326,17 +328,12 @@ def test_a_tables_tracking_list_replaces_the_pipelines_and_names_its_history_tab
 
 
 def test_a_history_tables_name_is_known_as_taken_whatever_its_template():
-    from cdc_ingest.table_options import parse_table_options
-
-    options = parse_table_options(
+    options = _pipeline_options(
         {
-            "table_options": {
-                "*": {"history": "scd2"},
-                "users": {"history_table": "{table}_v_{table}"},
-                "logs": {"history": "none"},
-            }
-        },
-        "pipelines[0]",
+            "*": {"history": "scd2"},
+            "users": {"history_table": "{table}_v_{table}"},
+            "logs": {"history": "none"},
+        }
     )
     assert options.history_owner("orders_history") == "orders"
     assert options.history_owner("Orders_History") == "Orders"

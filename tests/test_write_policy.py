@@ -61,7 +61,7 @@ def test_each_prepared_table_takes_the_route_its_rules_give(
 
 def _writers() -> tuple[SparkWriter, PyicebergWriter]:
     by_spark = SparkWriter(spark=None, catalog="lake")  # type: ignore[arg-type]
-    config = CatalogConfig(name="lake", type="jdbc", uri="jdbc:sqlite:/nowhere", warehouse="")
+    config = CatalogConfig(name="lake", uri="sqlite:////nowhere.db", warehouse="file:///nowhere")
     return by_spark, PyicebergWriter(by_spark, ArrowCatalog(config))
 
 

@@ -18,70 +18,37 @@ Airflow parses it with the DAGs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
+from dataclasses import field
+from typing import Annotated, Any
 
-from cdc_ingest.maintenance_config import DURATION, UNITS
+from pydantic import BeforeValidator, Strict
+from pydantic.dataclasses import dataclass
 
-ALERT_KEYS = ("max_lag", "dead_letters", "rejected_ddl", "notifier", "notifier_args")
+from cdc_ingest.config_model import SECTION, OptionalDuration
+
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
 
 
-class AlertsConfigError(ValueError):
-    """The ``alerts`` mapping is invalid; the message names the key."""
+def _notifier(value: Any) -> str | None:
+    if value is not None and not (isinstance(value, str) and _IMPORT_PATH.match(value)):
+        raise ValueError(f"{value!r} is not the import path of a notifier class")
+    return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class AlertsConfig:
-    """Parsed ``alerts`` of one pipeline (none set: a batch never fails for them)."""
+    """A pipeline's ``alerts`` (none set: a batch never fails for them)."""
 
-    max_lag: timedelta | None = None
-    dead_letters: bool = False
-    rejected_ddl: bool = False
-    notifier: str | None = None
+    max_lag: OptionalDuration = None
+    dead_letters: Annotated[bool, Strict()] = False
+    rejected_ddl: Annotated[bool, Strict()] = False
+    notifier: Annotated[str | None, BeforeValidator(_notifier)] = None
     notifier_args: dict[str, Any] = field(default_factory=dict)
 
     @property
     def any(self) -> bool:
         """Whether any threshold is set."""
         return self.max_lag is not None or self.dead_letters or self.rejected_ddl
-
-
-def parse_alerts(raw: Any) -> AlertsConfig:
-    """The ``alerts`` mapping, validated."""
-    if raw is None:
-        return AlertsConfig()
-    if not isinstance(raw, dict):
-        raise AlertsConfigError(f"alerts: expected a mapping of {', '.join(ALERT_KEYS)}")
-    unknown = sorted(set(raw) - set(ALERT_KEYS))
-    if unknown:
-        raise AlertsConfigError(
-            f"alerts: unknown key {unknown[0]!r} (known: {', '.join(ALERT_KEYS)})"
-        )
-    max_lag = None
-    if raw.get("max_lag") is not None:
-        match = DURATION.match(str(raw["max_lag"]).strip())
-        if match is None:
-            raise AlertsConfigError(
-                f"alerts.max_lag: {raw['max_lag']!r} is not a duration like 30s, 15m, 12h or 7d"
-            )
-        max_lag = timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
-    flags = {}
-    for key in ("dead_letters", "rejected_ddl"):
-        value = raw.get(key, False)
-        if not isinstance(value, bool):
-            raise AlertsConfigError(f"alerts.{key}: expected true or false, got {value!r}")
-        flags[key] = value
-    notifier = raw.get("notifier")
-    if notifier is not None and not (isinstance(notifier, str) and _IMPORT_PATH.match(notifier)):
-        raise AlertsConfigError(
-            f"alerts.notifier: {notifier!r} is not the import path of a notifier class"
-        )
-    args = raw.get("notifier_args") or {}
-    if not isinstance(args, dict):
-        raise AlertsConfigError("alerts.notifier_args: expected a mapping of keyword arguments")
-    return AlertsConfig(max_lag, flags["dead_letters"], flags["rejected_ddl"], notifier, args)
 
 
 def breaches(summary: dict[str, Any], alerts: AlertsConfig, now_s: float) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import traceback
@@ -88,7 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     actions.add_parser("status", help="whether an engine runs, and what it has done")
     actions.add_parser("stop", help="stop the engine once its running batches are done")
     check = commands.add_parser("check", help="validate a pipelines file and list its pipelines")
-    check.add_argument("--config", required=True)
+    check.add_argument("--config", help="the pipelines file (else CDC_INGEST_CONFIG)")
+    check.add_argument(
+        "--schema", action="store_true", help="print the pipelines file's JSON Schema instead"
+    )
     setup = commands.add_parser(
         "setup", help="put the job's JVM artifacts and class archive in place (after pip install)"
     )
@@ -192,6 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         directory = args.dir or str(engine_place().directory)
         return run_engine(directory, args.parallel, args.config, args.master, execute_argv)
+    if args.command == "check" and args.schema:
+        from cdc_ingest.config import file_schema
+
+        print(json.dumps(file_schema(), indent=2))
+        return EXIT_OK
     if args.command == "setup":
         return _setup(args)
     if args.command == "engine":

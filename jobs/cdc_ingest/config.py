@@ -6,119 +6,307 @@ naming the file and the offending key rather than half-way through a Spark job.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import pydantic
 import yaml
+from pydantic import (
+    BeforeValidator,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-from cdc_ingest.alerts_config import AlertsConfig, AlertsConfigError, parse_alerts
-from cdc_ingest.catalog.config import (
-    IDENTIFIER,
-    CatalogConfig,
-    CatalogConfigError,
-    is_secret,
-    parse_catalog,
+from cdc_ingest.alerts_config import AlertsConfig
+from cdc_ingest.catalog.config import IDENTIFIER, CatalogConfig, is_secret, text_values
+from cdc_ingest.config_model import (
+    SECTION,
+    ConfigError,
+    ConnectionId,
+    LocatedError,
+    OneOf,
+    Schedule,
+    error_line,
+    json_schema,
 )
-from cdc_ingest.landing.landed_time import LandedAt, LandedAtError, parse_landed_at
-from cdc_ingest.lineage import LineageConfig, LineageConfigError, parse_lineage
-from cdc_ingest.maintenance_config import (
-    MaintenanceConfig,
-    MaintenanceConfigError,
-    parse_maintenance,
-)
-from cdc_ingest.schema.routes import Route, RouteError, parse_routes
+from cdc_ingest.formats.options import format_options, option_values, parse_option
+from cdc_ingest.landing.landed_time import LandedAt, landed_at_section
+from cdc_ingest.lineage import LineageConfig, lineage_section
+from cdc_ingest.maintenance_config import MaintenanceConfig
+from cdc_ingest.schema.routes import Route
+from cdc_ingest.schema_policy import parse_schema_changes
 from cdc_ingest.table_options import (
+    DEFAULTS,
     EVERY_TABLE,
+    DeleteMode,
     PipelineTableOptions,
+    SchemaChanges,
     TableOptions,
-    TableOptionsError,
-    parse_table_options,
+    TypeMapping,
+    table_layers,
 )
 
 PIPELINE_NAME = re.compile(r"^[a-z0-9_]+$")
 ENVELOPES = ("none", "kafka")
 FILE_FORMATS = ("json", "avro", "parquet")
 TEMPLATE_FIELDS = ("db", "schema", "table", "namespace", "set")
-PIPELINE_KEYS = (
-    "name",
-    "format",
-    "landing",
-    "envelope",
-    "namespace",
-    "table",
-    "include_tables",
-    "exclude_tables",
-    "keys",
-    "schedule",
-    "retries",
-    "schema_changes",
-    "landed_at",
-    "aws_conn_id",
-    "maintenance",
-    "table_options",
-    "deletes",
-    "type_mapping",
-    "file_format",
-    "alerts",
-    "column_names",
-    "routes",
-)
-TABLE_FILTERS = ("include_tables", "exclude_tables")
 COLUMN_NAME_MODES = ("as-sent", "lowercase")
 
 
 __all__ = ["CatalogConfig", "Config", "ConfigError", "PipelineConfig", "is_secret", "load_config"]
 
 
-class ConfigError(ValueError):
-    """The pipelines file is missing, malformed, or names something that does not exist."""
+# Spark settings the job's results depend on, the same on both Spark lines: a cast that cannot
+# convert gives null (a dead letter with its reason, not a failed batch) and a bigint casts to
+# binary (the stored order); invalid UTF-8 decodes to replacement characters (the reader's flag);
+# epoch values stay UTC instants. A pipelines file may not set them otherwise.
+JOB_SPARK_SETTINGS = {
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.legacy.codingErrorAction": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=SECTION)
 class SparkConfig:
     """How Airflow submits the job: the Spark connection and extra Spark settings."""
 
     conn_id: str = "spark_local"
-    conf: dict[str, str] = field(default_factory=dict)
+    conf: Annotated[dict[str, str], BeforeValidator(text_values)] = field(default_factory=dict)
     # An Airflow connection naming the warm engine the DAGs' tasks use (docs/engine.md); where it
     # is not defined, the engine of the workers' CDC_INGEST_ENGINE_DIR (or its default).
     engine_conn_id: str = "cdc_ingest_engine"
 
+    @field_validator("conf")
+    @classmethod
+    def _job_settings_kept(cls, conf: dict[str, str]) -> dict[str, str]:
+        for key, value in JOB_SPARK_SETTINGS.items():
+            if key in conf and conf[key].strip().lower() != value.lower():
+                raise ValueError(
+                    f"sets {key}={conf[key]}, but the job's dead letters, orders and times rely "
+                    f"on {value} on every Spark line: leave it out"
+                )
+        return conf
 
-@dataclass(frozen=True)
+
+def _format_name(value: Any) -> Any:
+    from cdc_ingest.formats import format_names
+
+    formats = format_names()
+    if value not in formats:
+        raise ValueError(f"unknown format {value!r} (known: {', '.join(formats)})")
+    return value
+
+
+def _table_pattern(pattern: Any) -> str | None:
+    """A table filter: a regular expression a source table's whole name is matched against."""
+    if pattern is None:
+        return None
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError("must be a regular expression (a string)")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+    return pattern
+
+
+def _keys(raw: Any) -> Any:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a mapping of table -> [columns], got {raw!r}")
+    keys: dict[str, tuple[str, ...]] = {}
+    for table, columns in raw.items():
+        if isinstance(columns, str):
+            columns = [columns]
+        if (
+            not isinstance(columns, list | tuple)
+            or not columns
+            or not all(isinstance(c, str) and c for c in columns)
+        ):
+            raise LocatedError(f"keys.{table}: expected a non-empty list of column names")
+        keys[str(table)] = tuple(columns)
+    return keys
+
+
+def _retries(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("must be a non-negative integer")
+    return value
+
+
+def _routes(value: Any) -> Any:
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise ValueError("must be a list of {source, table} mappings")
+    return value
+
+
+def _format_option(name: str) -> BeforeValidator:
+    return BeforeValidator(functools.partial(parse_option, name))
+
+
+_LAYERS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": json_schema(TableOptions),
+    "examples": [{"*": {"partition_by": ["days(created_at)"]}}],
+}
+
+
+@pydantic.dataclasses.dataclass(frozen=True, config=SECTION)
 class PipelineConfig:
-    """One landing zone, decoded with one format, mirrored into one namespace."""
+    """One landing zone, decoded with one format, mirrored into one namespace: an entry of the
+    file's ``pipelines``, its keys and their defaults."""
 
     name: str
-    format: str
+    format: Annotated[str, BeforeValidator(_format_name)]
     landing: str
     namespace: str
-    envelope: str = "none"
+    envelope: Annotated[str, OneOf(ENVELOPES)] = "none"
     table: str = "{table}"
     # Source tables (shards) matched by pattern into one table each, before ``table`` applies.
-    routes: tuple[Route, ...] = ()
+    routes: Annotated[tuple[Route, ...], BeforeValidator(_routes)] = ()
     # Regular expressions a source table's name must match whole (include) or not (exclude).
-    include_tables: str | None = None
-    exclude_tables: str | None = None
+    include_tables: Annotated[str | None, BeforeValidator(_table_pattern)] = None
+    exclude_tables: Annotated[str | None, BeforeValidator(_table_pattern)] = None
     # as-sent, or lowercase: every column name as its lowercase (configured keys included).
-    column_names: str = "as-sent"
-    keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    schedule: str | None = None
-    retries: int = 2
-    options: dict[str, Any] = field(default_factory=dict)
-    landed_at: LandedAt = field(default_factory=LandedAt)  # landing times of files (replays)
+    column_names: Annotated[str, OneOf(COLUMN_NAME_MODES)] = "as-sent"
+    keys: Annotated[
+        dict[str, tuple[str, ...]],
+        BeforeValidator(_keys),
+        WithJsonSchema(
+            {
+                "type": "object",
+                "additionalProperties": {
+                    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+                },
+            }
+        ),
+    ] = field(default_factory=dict)
+    schedule: Schedule = None
+    retries: Annotated[int, BeforeValidator(_retries), Field(ge=0)] = 2
+    # Landing times of files (replays): object_time, or {path_pattern: ...}.
+    landed_at: Annotated[
+        LandedAt,
+        BeforeValidator(landed_at_section),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"enum": ["object_time"]},
+                    {
+                        "type": "object",
+                        "properties": {"path_pattern": {"type": "string"}},
+                        "additionalProperties": False,
+                    },
+                ]
+            }
+        ),
+    ] = field(default_factory=LandedAt)
     # An Airflow AWS connection for an s3:// landing zone; resolved by the Airflow tasks.
-    aws_conn_id: str | None = None
+    aws_conn_id: ConnectionId = None
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
-    # How each target table is shaped and evolved (table_options, deletes, type_mapping,
-    # schema_changes).
-    tables: PipelineTableOptions = field(default_factory=PipelineTableOptions)
+    # How each target table is shaped and evolved: "*" (every table) or a table's name.
+    table_options: Annotated[
+        dict[str, dict[str, Any]], BeforeValidator(table_layers), WithJsonSchema(_LAYERS_SCHEMA)
+    ] = field(default_factory=dict)
+    # Every table's deletes, type_mapping and schema_changes, before table_options.
+    deletes: DeleteMode = DEFAULTS.deletes
+    type_mapping: TypeMapping = DEFAULTS.type_mapping
+    schema_changes: SchemaChanges = field(default_factory=dict)
     # What the landed files are: JSON lines (default), or Avro or Parquet container files.
-    file_format: str = "json"
+    file_format: Annotated[str, OneOf(FILE_FORMATS)] = "json"
     # When a batch fails its DAG run (lag, dead letters, rejected DDL), and who is notified.
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    # Format options (formats/options.py): a DataHub Tuple topic's columns, Aerospike's bins.
+    columns: Annotated[dict[str, str] | None, _format_option("columns")] = None
+    metadata_key: Annotated[str | None, _format_option("metadata_key")] = None
+    no_set_table: Annotated[str | None, _format_option("no_set_table")] = None
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str) -> str:
+        if not PIPELINE_NAME.match(name):
+            raise ValueError("must match [a-z0-9_]+")
+        return name
+
+    @field_validator("landing")
+    @classmethod
+    def _uri(cls, landing: str) -> str:
+        if not landing.startswith(("file://", "s3://")):
+            raise ValueError(f"{landing!r} must be a file:// or s3:// URI")
+        return landing.rstrip("/")
+
+    @field_validator("namespace")
+    @classmethod
+    def _identifier(cls, namespace: str) -> str:
+        if not IDENTIFIER.match(namespace):
+            raise ValueError(f"{namespace!r} is not a valid identifier")
+        return namespace
+
+    @field_validator("table")
+    @classmethod
+    def _template(cls, table: str) -> str:
+        for placeholder in re.findall(r"{([^}]*)}", table):
+            if placeholder not in TEMPLATE_FIELDS:
+                raise ValueError(
+                    f"template {table!r} uses {{{placeholder}}}; "
+                    f"allowed: {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
+                )
+        return table
+
+    @field_validator("keys")
+    @classmethod
+    def _lowercase_keys(
+        cls, keys: dict[str, tuple[str, ...]], info: pydantic.ValidationInfo
+    ) -> dict[str, tuple[str, ...]]:
+        if info.data.get("column_names") == "lowercase":
+            return {table: tuple(c.lower() for c in columns) for table, columns in keys.items()}
+        return keys
+
+    @model_validator(mode="after")
+    def _fits_its_format(self) -> PipelineConfig:
+        if self.file_format != "json" and self.envelope != "none":
+            raise ValueError(
+                f"file_format {self.file_format} records are message values (their Kafka "
+                "coordinates come from the file name): envelope must be none"
+            )
+        for option, formats in format_options().items():
+            if getattr(self, option) is not None and self.format not in formats:
+                raise ValueError(f"format {self.format!r} takes no option {option!r}")
+        return self
+
+    @functools.cached_property
+    def tables(self) -> PipelineTableOptions:
+        """The option layers of the pipeline's tables: its own, ``"*"``'s, then each table's."""
+        wide = {
+            "deletes": self.deletes,
+            "type_mapping": self.type_mapping,
+            "schema_changes": self.schema_changes,
+        }
+        return PipelineTableOptions({"": wide, **self.table_options})
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options of the pipeline's format, defaults filled in."""
+        given = {n: getattr(self, n) for n in ("columns", "metadata_key", "no_set_table")}
+        return option_values(self.format, given)
+
+    def ignoring_schema_changes(self) -> PipelineConfig:
+        """This pipeline with every table's schema kept as it is (``schema_changes: ignore``)."""
+        layers = {
+            table: {k: v for k, v in layer.items() if k != "schema_changes"}
+            for table, layer in self.table_options.items()
+        }
+        return replace(self, schema_changes=parse_schema_changes("ignore"), table_options=layers)
 
     @property
     def kafka_coordinates(self) -> bool:
@@ -147,6 +335,40 @@ class PipelineConfig:
         return ()
 
 
+def _pipelines(value: Any) -> Any:
+    if not isinstance(value, list | tuple) or not value:
+        raise ValueError("must be a non-empty list")
+    return value
+
+
+@pydantic.dataclasses.dataclass(frozen=True, config=SECTION)
+class PipelinesFile:
+    """The pipelines file: a catalog, the pipelines that feed it, how Spark runs them and
+    whether they report lineage."""
+
+    catalog: CatalogConfig
+    pipelines: Annotated[tuple[PipelineConfig, ...], BeforeValidator(_pipelines)]
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    # OpenLineage, off unless configured (true: the defaults).
+    lineage: Annotated[
+        LineageConfig | None,
+        BeforeValidator(lineage_section),
+        WithJsonSchema({"anyOf": [{"type": "boolean"}, json_schema(LineageConfig)]}),
+    ] = None
+
+    @field_validator("pipelines")
+    @classmethod
+    def _apart(cls, pipelines: tuple[PipelineConfig, ...]) -> tuple[PipelineConfig, ...]:
+        names = [p.name for p in pipelines]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise LocatedError(f"pipeline names must be unique: {', '.join(duplicated)}")
+        conflict = conflicting_designs(pipelines)
+        if conflict:
+            raise LocatedError(conflict)
+        return pipelines
+
+
 @dataclass(frozen=True)
 class Config:
     """A parsed pipelines file."""
@@ -164,162 +386,6 @@ class Config:
                 return pipeline
         known = ", ".join(p.name for p in self.pipelines) or "none"
         raise ConfigError(f"{self.path}: no pipeline named {name!r} (pipelines: {known})")
-
-
-def _require(mapping: dict[str, Any], key: str, where: str) -> Any:
-    if key not in mapping or mapping[key] in (None, ""):
-        raise ConfigError(f"{where}: missing required key {key!r}")
-    return mapping[key]
-
-
-def _parse_keys(raw: Any, where: str) -> dict[str, tuple[str, ...]]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}.keys: expected a mapping of table -> [columns], got {raw!r}")
-    keys: dict[str, tuple[str, ...]] = {}
-    for table, columns in raw.items():
-        if isinstance(columns, str):
-            columns = [columns]
-        if (
-            not isinstance(columns, list)
-            or not columns
-            or not all(isinstance(c, str) and c for c in columns)
-        ):
-            raise ConfigError(f"{where}.keys.{table}: expected a non-empty list of column names")
-        keys[str(table)] = tuple(columns)
-    return keys
-
-
-def _parse_pipeline(raw: Any, index: int, path: Path, formats: tuple[str, ...]) -> PipelineConfig:
-    where = f"{path}: pipelines[{index}]"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping")
-    name = str(_require(raw, "name", where))
-    where = f"{path}: pipeline {name!r}"
-    if not PIPELINE_NAME.match(name):
-        raise ConfigError(f"{where}: name must match [a-z0-9_]+")
-    fmt = str(_require(raw, "format", where))
-    if fmt not in formats:
-        raise ConfigError(f"{where}: unknown format {fmt!r} (known: {', '.join(formats)})")
-    landing = str(_require(raw, "landing", where))
-    if not (landing.startswith("file://") or landing.startswith("s3://")):
-        raise ConfigError(f"{where}: landing {landing!r} must be a file:// or s3:// URI")
-    envelope = str(raw.get("envelope", "none"))
-    if envelope not in ENVELOPES:
-        raise ConfigError(f"{where}: envelope {envelope!r} must be one of {', '.join(ENVELOPES)}")
-    namespace = str(_require(raw, "namespace", where))
-    if not IDENTIFIER.match(namespace):
-        raise ConfigError(f"{where}: namespace {namespace!r} is not a valid identifier")
-    table = str(raw.get("table", "{table}"))
-    for placeholder in re.findall(r"{([^}]*)}", table):
-        if placeholder not in TEMPLATE_FIELDS:
-            raise ConfigError(
-                f"{where}: table template {table!r} uses {{{placeholder}}}; "
-                f"allowed: {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
-            )
-    try:
-        routes = parse_routes(raw.get("routes"), where)
-    except RouteError as exc:
-        raise ConfigError(str(exc)) from None
-    table_filters = {key: _table_pattern(raw, key, where) for key in TABLE_FILTERS}
-    column_names = str(raw.get("column_names", "as-sent"))
-    if column_names not in COLUMN_NAME_MODES:
-        raise ConfigError(
-            f"{where}: column_names {column_names!r} must be one of {', '.join(COLUMN_NAME_MODES)}"
-        )
-    keys = _parse_keys(raw.get("keys"), where)
-    if column_names == "lowercase":
-        keys = {table: tuple(c.lower() for c in columns) for table, columns in keys.items()}
-    retries = raw.get("retries", 2)
-    if not isinstance(retries, int) or retries < 0:
-        raise ConfigError(f"{where}: retries must be a non-negative integer")
-    schedule = raw.get("schedule")
-    options = _parse_options(raw, fmt, where)
-    try:
-        landed_at = parse_landed_at(raw.get("landed_at"), where)
-    except LandedAtError as exc:
-        raise ConfigError(str(exc)) from None
-    aws_conn_id = raw.get("aws_conn_id")
-    if aws_conn_id is not None and not (isinstance(aws_conn_id, str) and aws_conn_id.strip()):
-        raise ConfigError(f"{where}: aws_conn_id must be an Airflow connection id (a string)")
-    try:
-        maintenance = parse_maintenance(raw.get("maintenance"))
-    except MaintenanceConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    file_format = str(raw.get("file_format", "json"))
-    if file_format not in FILE_FORMATS:
-        raise ConfigError(
-            f"{where}: file_format {file_format!r} must be one of {', '.join(FILE_FORMATS)}"
-        )
-    if file_format != "json" and envelope != "none":
-        raise ConfigError(
-            f"{where}: file_format {file_format} records are message values (their Kafka "
-            "coordinates come from the file name): envelope must be none"
-        )
-    try:
-        alerts = parse_alerts(raw.get("alerts"))
-    except AlertsConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    try:
-        tables = parse_table_options(raw, where)
-    except TableOptionsError as exc:
-        raise ConfigError(str(exc)) from None
-    return PipelineConfig(
-        name=name,
-        format=fmt,
-        landing=landing.rstrip("/"),
-        namespace=namespace,
-        envelope=envelope,
-        table=table,
-        routes=routes,
-        **table_filters,
-        column_names=column_names,
-        keys=keys,
-        schedule=None if schedule in (None, "", "none", "None") else str(schedule),
-        retries=retries,
-        options=options,
-        landed_at=landed_at,
-        aws_conn_id=aws_conn_id,
-        maintenance=maintenance,
-        tables=tables,
-        file_format=file_format,
-        alerts=alerts,
-    )
-
-
-def _table_pattern(raw: dict[str, Any], key: str, where: str) -> str | None:
-    """A table filter: a regular expression a source table's whole name is matched against."""
-    pattern = raw.get(key)
-    if pattern is None:
-        return None
-    if not isinstance(pattern, str) or not pattern:
-        raise ConfigError(f"{where}: {key} must be a regular expression (a string)")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ConfigError(f"{where}: {key} {pattern!r} is not a regular expression: {exc}") from (
-            None
-        )
-    return pattern
-
-
-def _parse_options(raw: dict[str, Any], fmt: str, where: str) -> dict[str, Any]:
-    from cdc_ingest.formats.options import OptionError, option_names, parse_options
-
-    extra = {k: v for k, v in raw.items() if k not in PIPELINE_KEYS}
-    allowed = option_names(fmt)
-    for key in extra:
-        if key not in allowed:
-            format_keys = f"; format {fmt!r} also takes {', '.join(allowed)}" if allowed else ""
-            raise ConfigError(
-                f"{where}: unknown key {key!r} (pipeline keys: {', '.join(PIPELINE_KEYS)}"
-                f"{format_keys})"
-            )
-    try:
-        return parse_options(fmt, extra)
-    except OptionError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
 
 
 def conflicting_designs(pipelines: tuple[PipelineConfig, ...]) -> str | None:
@@ -344,25 +410,10 @@ def conflicting_designs(pipelines: tuple[PipelineConfig, ...]) -> str | None:
     return None
 
 
-# Spark settings the job's results depend on, the same on both Spark lines: a cast that cannot
-# convert gives null (a dead letter with its reason, not a failed batch) and a bigint casts to
-# binary (the stored order); invalid UTF-8 decodes to replacement characters (the reader's flag);
-# epoch values stay UTC instants. A pipelines file may not set them otherwise.
-JOB_SPARK_SETTINGS = {
-    "spark.sql.ansi.enabled": "false",
-    "spark.sql.legacy.codingErrorAction": "true",
-    "spark.sql.session.timeZone": "UTC",
-}
-
-
-def _job_setting_overridden(conf: dict[str, str]) -> str | None:
-    for key, value in JOB_SPARK_SETTINGS.items():
-        if key in conf and conf[key].strip().lower() != value.lower():
-            return (
-                f"spark.conf sets {key}={conf[key]}, but the job's dead letters, orders and "
-                f"times rely on {value} on every Spark line: leave it out"
-            )
-    return None
+def file_schema() -> dict[str, Any]:
+    """The pipelines file's JSON Schema (``cdc-ingest check --schema``), for editors."""
+    schema = json_schema(PipelinesFile)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def load_config(path: str | Path) -> Config:
@@ -377,8 +428,6 @@ def load_config(path: str | Path) -> Config:
     Raises:
         ConfigError: with one line naming the file and what is wrong in it.
     """
-    from cdc_ingest.formats import format_names
-
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -391,34 +440,8 @@ def load_config(path: str | Path) -> Config:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping with 'catalog' and 'pipelines'")
     try:
-        catalog = parse_catalog(raw.get("catalog"), path)
-    except CatalogConfigError as exc:
-        raise ConfigError(str(exc)) from None
-    pipelines_raw = raw.get("pipelines")
-    if not isinstance(pipelines_raw, list) or not pipelines_raw:
-        raise ConfigError(f"{path}: 'pipelines' must be a non-empty list")
-    formats = format_names()
-    pipelines = tuple(_parse_pipeline(p, i, path, formats) for i, p in enumerate(pipelines_raw))
-    names = [p.name for p in pipelines]
-    duplicated = sorted({n for n in names if names.count(n) > 1})
-    if duplicated:
-        raise ConfigError(f"{path}: pipeline names must be unique: {', '.join(duplicated)}")
-    conflict = conflicting_designs(pipelines)
-    if conflict:
-        raise ConfigError(f"{path}: {conflict}")
-    spark_raw = raw.get("spark") or {}
-    if not isinstance(spark_raw, dict):
-        raise ConfigError(f"{path}: 'spark' must be a mapping (conn_id, conf, engine_conn_id)")
-    spark = SparkConfig(
-        conn_id=str(spark_raw.get("conn_id", "spark_local")),
-        conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()},
-        engine_conn_id=str(spark_raw.get("engine_conn_id", "cdc_ingest_engine")),
-    )
-    overridden = _job_setting_overridden(spark.conf)
-    if overridden:
-        raise ConfigError(f"{path}: {overridden}")
-    try:
-        lineage = parse_lineage(raw.get("lineage"))
-    except LineageConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return Config(path=path, catalog=catalog, pipelines=pipelines, spark=spark, lineage=lineage)
+        parsed = TypeAdapter(PipelinesFile).validate_python(raw)
+    except ValidationError as exc:
+        names = raw.get("pipelines") if isinstance(raw.get("pipelines"), list) else None
+        raise ConfigError(f"{path}: {error_line(exc, file_schema(), '', names)}") from None
+    return Config(path, parsed.catalog, parsed.pipelines, parsed.spark, parsed.lineage)

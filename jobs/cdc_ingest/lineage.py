@@ -19,9 +19,13 @@ the task itself reports the landing zone and the tables its batch changed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from pydantic import field_validator
+from pydantic.dataclasses import dataclass
+
+from cdc_ingest.config_model import SECTION
 from cdc_ingest.jars import artifact_paths, optional_artifacts
 
 LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
@@ -29,38 +33,35 @@ DEFAULT_NAMESPACE = "cdc_ingest"
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
-class LineageConfigError(ValueError):
-    """A malformed ``lineage:`` section."""
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class LineageConfig:
     """Where the job's OpenLineage events go (see the module's docstring)."""
 
     namespace: str = DEFAULT_NAMESPACE
     transport: dict[str, str] = field(default_factory=dict)
 
+    @field_validator("namespace")
+    @classmethod
+    def _plain(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} must be a plain name")
+        return value
 
-def parse_lineage(raw: Any) -> LineageConfig | None:
-    """The ``lineage:`` section, or None when absent or ``false`` (lineage off)."""
-    if raw in (None, False):
+    @field_validator("transport", mode="before")
+    @classmethod
+    def _typed(cls, value: Any) -> Any:
+        if value is None:
+            return {}
+        if not isinstance(value, dict) or (value and "type" not in value):
+            raise ValueError("must be a mapping with a type (http, file, kafka, ...)")
+        return {str(k): str(v) for k, v in value.items()}
+
+
+def lineage_section(value: Any) -> Any:
+    """The ``lineage:`` section's short forms: absent or false is off, true the defaults."""
+    if value in (None, False):
         return None
-    if raw is True:
-        return LineageConfig()
-    if not isinstance(raw, dict):
-        raise LineageConfigError("lineage must be true or a mapping (namespace, transport)")
-    unknown = sorted(set(raw) - {"namespace", "transport"})
-    if unknown:
-        raise LineageConfigError(f"lineage: unknown keys {', '.join(unknown)}")
-    namespace = str(raw.get("namespace", DEFAULT_NAMESPACE))
-    if not _NAME.match(namespace):
-        raise LineageConfigError(f"lineage.namespace {namespace!r} must be a plain name")
-    transport = raw.get("transport") or {}
-    if not isinstance(transport, dict) or (transport and "type" not in transport):
-        raise LineageConfigError(
-            "lineage.transport must be a mapping with a type (http, file, kafka, ...)"
-        )
-    return LineageConfig(namespace, {str(k): str(v) for k, v in transport.items()})
+    return {} if value is True else value
 
 
 def lineage_conf(lineage: LineageConfig | None) -> dict[str, str]:

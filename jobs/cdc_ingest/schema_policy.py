@@ -109,28 +109,24 @@ def parse_schema_changes(value: Any) -> dict[str, str]:
     if isinstance(value, str):
         if value not in _FORMS:
             raise SchemaPolicyError(
-                f"schema_changes: {value!r} must be one of {', '.join(STRING_FORMS)}, or a "
+                f"{value!r} must be one of {', '.join(STRING_FORMS)}, or a "
                 f"mapping of {', '.join(KINDS)} to {' | '.join(ACTIONS)}"
             )
         return dict(_FORMS[value])
     if not isinstance(value, dict) or not value:
         raise SchemaPolicyError(
-            f"schema_changes: expected one of {', '.join(STRING_FORMS)} or a mapping of kinds "
+            f"expected one of {', '.join(STRING_FORMS)} or a mapping of kinds "
             f"of change ({', '.join(KINDS)}) to {' | '.join(ACTIONS)}"
         )
     actions: dict[str, str] = {}
     for kind, action in value.items():
         if kind not in KINDS:
-            raise SchemaPolicyError(
-                f"schema_changes: unknown kind of change {kind!r} (kinds: {', '.join(KINDS)})"
-            )
+            raise SchemaPolicyError(f"unknown kind of change {kind!r} (kinds: {', '.join(KINDS)})")
         if action not in ACTIONS:
-            raise SchemaPolicyError(
-                f"schema_changes.{kind}: {action!r} must be one of {', '.join(ACTIONS)}"
-            )
+            raise SchemaPolicyError(f"{kind}: {action!r} must be one of {', '.join(ACTIONS)}")
         if kind == NARROW_TYPE and action == APPLY:
             raise SchemaPolicyError(
-                "schema_changes.narrow_type: Iceberg cannot narrow a column's type: give "
+                "narrow_type: Iceberg cannot narrow a column's type: give "
                 "ignore (keep the wider type), dead-letter or fail"
             )
         actions[str(kind)] = str(action)

@@ -18,10 +18,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+import pydantic
+from pydantic import BeforeValidator, WithJsonSchema
+
+from cdc_ingest.config_model import SECTION, ConfigError, LocatedError, OneOf, validated
 from cdc_ingest.iceberg_properties import PropertyError, validate_property
 from cdc_ingest.schema_policy import (
+    ACTIONS,
+    KINDS,
+    STRING_FORMS,
     SchemaPolicy,
     SchemaPolicyError,
     parse_schema_changes,
@@ -31,20 +38,6 @@ from cdc_ingest.schema_policy import (
 EVERY_TABLE = "*"
 DELETE_MODES = ("apply", "ignore", "soft")
 TYPE_MAPPINGS = ("default", "to-string")
-OPTION_KEYS = (
-    "partition_by",
-    "sort_by",
-    "properties",
-    "computed_columns",
-    "deletes",
-    "type_mapping",
-    "history",
-    "history_columns",
-    "history_except_columns",
-    "history_table",
-    "schema_changes",
-    "expectations",
-)
 # Keys a pipeline gives for every table of its own, outside table_options.
 PIPELINE_WIDE = ("deletes", "type_mapping", "schema_changes")
 HISTORY_MODES = ("none", "scd2")
@@ -148,41 +141,6 @@ class Expectation:
 
 
 @dataclass(frozen=True)
-class TableOptions:
-    """Everything that shapes one mirrored table (the defaults: what every table got before)."""
-
-    partition_by: tuple[PartitionField, ...] = ()
-    sort_by: tuple[SortField, ...] = ()
-    properties: dict[str, str] = field(default_factory=dict)
-    computed_columns: dict[str, str] = field(default_factory=dict)
-    deletes: str = "apply"
-    type_mapping: str = "default"
-    history: str = "none"
-    history_columns: tuple[str, ...] | None = None
-    history_except_columns: tuple[str, ...] = ()
-    history_table: str = HISTORY_TABLE_DEFAULT
-    # The kinds of schema change given an action (schema_policy); the others as evolve has them.
-    schema_changes: dict[str, str] = field(default_factory=dict)
-    # Named checks of the row images, by name (a table's own add to "*"'s, or replace one).
-    expectations: dict[str, Expectation] = field(default_factory=dict)
-
-    @property
-    def schema_policy(self) -> SchemaPolicy:
-        """What each kind of schema change does to the table."""
-        return schema_policy(self.schema_changes)
-
-    def history_of(self, table: str) -> HistoryOptions | None:
-        """What keeping ``table``'s history takes, or None when it keeps none."""
-        if self.history == "none":
-            return None
-        return HistoryOptions(
-            self.history_table.format(table=table),
-            self.history_columns,
-            self.history_except_columns,
-        )
-
-
-@dataclass(frozen=True)
 class HistoryOptions:
     """A table's SCD type 2 history (``history: scd2``).
 
@@ -247,15 +205,6 @@ class PipelineTableOptions:
                 return owner
         return None
 
-    def ignoring_schema_changes(self) -> PipelineTableOptions:
-        """These options with every table's schema kept as it is (``schema_changes: ignore``)."""
-        layers = {
-            name: {k: v for k, v in layer.items() if k != "schema_changes"}
-            for name, layer in self.layers.items()
-        }
-        layers[""] = {**layers.get("", {}), "schema_changes": parse_schema_changes("ignore")}
-        return PipelineTableOptions(layers)
-
     @property
     def soft_deletes_anywhere(self) -> bool:
         """Whether any table of the pipeline may keep deleted rows."""
@@ -267,7 +216,7 @@ def parse_partition_field(text: Any) -> PartitionField:
     match = _TRANSFORM.match(str(text)) if isinstance(text, str) else None
     if match is None:
         raise TableOptionsError(
-            f"partition_by: {text!r} is not an Iceberg transform (a column, identity(col), "
+            f"{text!r} is not an Iceberg transform (a column, identity(col), "
             "bucket(N, col), truncate(W, col), years(col), months(col), days(col), hours(col))"
         )
     if match["plain"]:
@@ -277,7 +226,7 @@ def parse_partition_field(text: Any) -> PartitionField:
         return PartitionField(_PLURAL.get(transform, transform), match["ucol"])
     width = int(match["n"])
     if width < 1:
-        raise TableOptionsError(f"partition_by: {text!r}: the width must be at least 1")
+        raise TableOptionsError(f"{text!r}: the width must be at least 1")
     return PartitionField(match["binary"].lower(), match["bcol"], width)
 
 
@@ -286,7 +235,7 @@ def parse_sort_field(text: Any) -> SortField:
     match = _SORT.match(text) if isinstance(text, str) else None
     if match is None:
         raise TableOptionsError(
-            f"sort_by: {text!r} is not a sort field (column [ASC|DESC] [NULLS FIRST|LAST])"
+            f"{text!r} is not a sort field (column [ASC|DESC] [NULLS FIRST|LAST])"
         )
     nulls = match["nulls"]
     return SortField(
@@ -296,78 +245,56 @@ def parse_sort_field(text: Any) -> SortField:
     )
 
 
-def _property(key: str, value: Any) -> str:
-    try:
-        return validate_property(key, value)
-    except PropertyError as exc:
-        raise TableOptionsError(f"properties.{key}: {exc}") from None
-
-
-def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise TableOptionsError(f"{key}: {value!r} must be one of {', '.join(choices)}")
-    return str(value)
-
-
-def _as_list(value: Any, key: str) -> list[Any]:
+def _as_list(value: Any) -> list[Any]:
     if isinstance(value, str):
         return [value]
+    if isinstance(value, tuple):
+        return list(value)
     if not isinstance(value, list):
-        raise TableOptionsError(f"{key}: expected a list")
+        raise TableOptionsError("expected a list")
     return value
 
 
-def parse_layer(raw: Any, where: str) -> dict[str, Any]:
-    """One entry of ``table_options`` as :class:`TableOptions` field values."""
-    if not isinstance(raw, dict):
-        raise TableOptionsError(f"{where}: expected a mapping of {', '.join(OPTION_KEYS)}")
-    layer: dict[str, Any] = {}
-    for key, value in raw.items():
+def _partition_by(value: Any) -> tuple[PartitionField, ...]:
+    fields = tuple(
+        f if isinstance(f, PartitionField) else parse_partition_field(f) for f in _as_list(value)
+    )
+    if len(set(fields)) != len(fields):
+        raise TableOptionsError(f"a transform is repeated: {[f.column for f in fields]}")
+    return fields
+
+
+def _sort_by(value: Any) -> tuple[SortField, ...]:
+    return tuple(f if isinstance(f, SortField) else parse_sort_field(f) for f in _as_list(value))
+
+
+def _properties(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise TableOptionsError("expected a mapping of name -> value")
+    checked = {}
+    for key, text in value.items():
         try:
-            if key == "partition_by":
-                fields = tuple(parse_partition_field(v) for v in _as_list(value, key))
-                sources = [f.column for f in fields]
-                if len(set(fields)) != len(fields):
-                    raise TableOptionsError(f"partition_by: a transform is repeated: {sources}")
-                layer[key] = fields
-            elif key == "sort_by":
-                layer[key] = tuple(parse_sort_field(v) for v in _as_list(value, key))
-            elif key == "properties":
-                if not isinstance(value, dict):
-                    raise TableOptionsError("properties: expected a mapping of name -> value")
-                layer[key] = {str(k): _property(str(k), v) for k, v in value.items()}
-            elif key == "computed_columns":
-                layer[key] = _computed(value)
-            elif key == "deletes":
-                layer[key] = _choice(value, "deletes", DELETE_MODES)
-            elif key == "type_mapping":
-                layer[key] = _choice(value, "type_mapping", TYPE_MAPPINGS)
-            elif key == "history":
-                layer[key] = _choice(value, "history", HISTORY_MODES)
-            elif key in _TRACKING:
-                layer[key] = _column_names(value, key)
-            elif key == "history_table":
-                layer[key] = _history_table(value)
-            elif key == "expectations":
-                layer[key] = _expectations(value)
-            elif key == "schema_changes":
-                try:
-                    layer[key] = parse_schema_changes(value)
-                except SchemaPolicyError as exc:
-                    raise TableOptionsError(str(exc)) from None
-            else:
-                raise TableOptionsError(
-                    f"unknown table option {key!r} (known: {', '.join(OPTION_KEYS)})"
-                )
-        except TableOptionsError as exc:
-            raise TableOptionsError(f"{where}.{exc}") from None
-    return layer
+            checked[str(key)] = validate_property(str(key), text)
+        except PropertyError as exc:
+            raise TableOptionsError(f"{key}: {exc}") from None
+    return checked
 
 
-def _column_names(value: Any, key: str) -> tuple[str, ...]:
-    names = _as_list(value, key)
+def _schema_changes(value: Any) -> dict[str, str]:
+    if value == {}:
+        return {}  # a pipeline's own, when it gives none
+    try:
+        return parse_schema_changes(value)
+    except SchemaPolicyError as exc:
+        raise TableOptionsError(str(exc)) from None
+
+
+def _column_names(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    names = _as_list(value)
     if not names or not all(isinstance(n, str) and n.strip() for n in names):
-        raise TableOptionsError(f"{key}: expected a list of column names")
+        raise TableOptionsError("expected a list of column names")
     return tuple(n.strip() for n in names)
 
 
@@ -375,17 +302,15 @@ def _history_table(value: Any) -> str:
     example = HISTORY_TABLE_DEFAULT.format(table="orders")
     if not isinstance(value, str) or "{table}" not in value:
         raise TableOptionsError(
-            f"history_table: expected a name containing {{table}}, e.g. {HISTORY_TABLE_DEFAULT!r}"
+            f"expected a name containing {{table}}, e.g. {HISTORY_TABLE_DEFAULT!r}"
         )
     try:
         name = value.format(table="orders")
     except (KeyError, IndexError, ValueError):
-        raise TableOptionsError(
-            f"history_table: {value!r} may hold only {{table}} in braces"
-        ) from None
+        raise TableOptionsError(f"{value!r} may hold only {{table}} in braces") from None
     if name == "orders" or not name.strip() or "." in name or name.startswith("_cdc_"):
         raise TableOptionsError(
-            f"history_table: {value!r} must name another table of the namespace "
+            f"{value!r} must name another table of the namespace "
             f"(not starting with _cdc_), e.g. {HISTORY_TABLE_DEFAULT!r} for {example!r}"
         )
     return value
@@ -403,12 +328,15 @@ def _template_pattern(template: str) -> re.Pattern[str]:
 def _expectations(value: Any) -> dict[str, Expectation]:
     if not isinstance(value, dict) or not value:
         raise TableOptionsError(
-            "expectations: expected a mapping of rule name -> {check: <Spark SQL boolean "
+            "expected a mapping of rule name -> {check: <Spark SQL boolean "
             "expression>, on_violation: warn | drop | fail}"
         )
     rules: dict[str, Expectation] = {}
     for name, rule in value.items():
-        where = f"expectations.{name}"
+        where = str(name)
+        if isinstance(rule, Expectation):
+            rules[where] = rule
+            continue
         if not re.fullmatch(_NAME, str(name)):
             raise TableOptionsError(f"{where}: a rule name is letters, digits and _")
         if isinstance(rule, str):
@@ -418,47 +346,142 @@ def _expectations(value: Any) -> dict[str, Expectation]:
         check = rule.get("check")
         if not isinstance(check, str) or not check.strip():
             raise TableOptionsError(f"{where}.check: expected a Spark SQL boolean expression")
-        action = _choice(rule.get("on_violation", "warn"), f"{where}.on_violation", ON_VIOLATION)
+        action = rule.get("on_violation", "warn")
+        if action not in ON_VIOLATION:
+            raise TableOptionsError(
+                f"{where}.on_violation: {action!r} must be one of {', '.join(ON_VIOLATION)}"
+            )
         rules[str(name)] = Expectation(str(name), " ".join(check.split()), action)
     return rules
 
 
 def _computed(value: Any) -> dict[str, str]:
     if not isinstance(value, dict) or not value:
-        raise TableOptionsError(
-            "computed_columns: expected a mapping of column name -> Spark SQL expression"
-        )
+        raise TableOptionsError("expected a mapping of column name -> Spark SQL expression")
     computed: dict[str, str] = {}
     for name, expression in value.items():
         if not re.fullmatch(_NAME, str(name)) or str(name).lower().startswith("_cdc_"):
             raise TableOptionsError(
-                f"computed_columns.{name}: a column name is letters, digits and _ "
-                "(not starting with _cdc_)"
+                f"{name}: a column name is letters, digits and _ (not starting with _cdc_)"
             )
         if not isinstance(expression, str) or not expression.strip():
-            raise TableOptionsError(f"computed_columns.{name}: expected a Spark SQL expression")
+            raise TableOptionsError(f"{name}: expected a Spark SQL expression")
         computed[str(name)] = expression.strip()
     return computed
 
 
-def parse_table_options(raw: dict[str, Any], where: str) -> PipelineTableOptions:
-    """A pipeline's ``table_options``, ``deletes``, ``type_mapping`` and ``schema_changes`` keys."""
-    layers: dict[str, dict[str, Any]] = {}
-    wide = {k: raw[k] for k in PIPELINE_WIDE if k in raw}
-    if wide:
-        layers[""] = parse_layer(wide, where)
-    entries = raw.get("table_options")
-    if entries is None:
-        return PipelineTableOptions(layers)
-    if not isinstance(entries, dict):
-        raise TableOptionsError(
-            f'{where}.table_options: expected a mapping of "*" or a table name -> options'
+_TRANSFORMS = {"type": "array", "items": {"type": "string", "examples": ["bucket(16, id)"]}}
+_SORTS = {"type": "array", "items": {"type": "string", "examples": ["id DESC NULLS LAST"]}}
+_NAMES = {"type": "array", "items": {"type": "string"}}
+_RULE = {
+    "anyOf": [
+        {"type": "string"},
+        {
+            "type": "object",
+            "properties": {"check": {"type": "string"}, "on_violation": {"enum": ON_VIOLATION}},
+            "required": ["check"],
+            "additionalProperties": False,
+        },
+    ]
+}
+_SCHEMA_CHANGES = {
+    "anyOf": [
+        {"enum": list(STRING_FORMS)},
+        {
+            "type": "object",
+            "properties": {kind: {"enum": list(ACTIONS)} for kind in KINDS},
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+@pydantic.dataclasses.dataclass(frozen=True, config=SECTION)
+class TableOptions:
+    """Everything that shapes one mirrored table: an entry of ``table_options`` (its keys and
+    their defaults, what every table gets unless told otherwise)."""
+
+    partition_by: Annotated[
+        tuple[PartitionField, ...], BeforeValidator(_partition_by), WithJsonSchema(_TRANSFORMS)
+    ] = ()
+    sort_by: Annotated[
+        tuple[SortField, ...], BeforeValidator(_sort_by), WithJsonSchema(_SORTS)
+    ] = ()
+    properties: Annotated[dict[str, str], BeforeValidator(_properties)] = field(
+        default_factory=dict
+    )
+    computed_columns: Annotated[dict[str, str], BeforeValidator(_computed)] = field(
+        default_factory=dict
+    )
+    deletes: Annotated[str, OneOf(DELETE_MODES)] = "apply"
+    type_mapping: Annotated[str, OneOf(TYPE_MAPPINGS)] = "default"
+    history: Annotated[str, OneOf(HISTORY_MODES)] = "none"
+    history_columns: Annotated[
+        tuple[str, ...] | None, BeforeValidator(_column_names), WithJsonSchema(_NAMES)
+    ] = None
+    history_except_columns: Annotated[
+        tuple[str, ...], BeforeValidator(_column_names), WithJsonSchema(_NAMES)
+    ] = ()
+    history_table: Annotated[str, BeforeValidator(_history_table)] = HISTORY_TABLE_DEFAULT
+    # The kinds of schema change given an action (schema_policy); the others as evolve has them.
+    schema_changes: Annotated[
+        dict[str, str], BeforeValidator(_schema_changes), WithJsonSchema(_SCHEMA_CHANGES)
+    ] = field(default_factory=dict)
+    # Named checks of the row images, by name (a table's own add to "*"'s, or replace one).
+    expectations: Annotated[
+        dict[str, Expectation],
+        BeforeValidator(_expectations),
+        WithJsonSchema({"type": "object", "additionalProperties": _RULE}),
+    ] = field(default_factory=dict)
+
+    @property
+    def schema_policy(self) -> SchemaPolicy:
+        """What each kind of schema change does to the table."""
+        return schema_policy(self.schema_changes)
+
+    def history_of(self, table: str) -> HistoryOptions | None:
+        """What keeping ``table``'s history takes, or None when it keeps none."""
+        if self.history == "none":
+            return None
+        return HistoryOptions(
+            self.history_table.format(table=table),
+            self.history_columns,
+            self.history_except_columns,
         )
-    for table, options in entries.items():
-        table = str(table)
-        if not table.strip() or "." in table:
-            raise TableOptionsError(
-                f'{where}.table_options: {table!r} is not "*" or a target table name'
-            )
-        layers[table] = parse_layer(options, f"{where}.table_options.{table}")
-    return PipelineTableOptions(layers)
+
+
+# The pipeline-wide keys' types and defaults: a table's, as they apply to every table.
+DeleteMode = Annotated[str, OneOf(DELETE_MODES)]
+TypeMapping = Annotated[str, OneOf(TYPE_MAPPINGS)]
+SchemaChanges = Annotated[
+    dict[str, str], BeforeValidator(_schema_changes), WithJsonSchema(_SCHEMA_CHANGES)
+]
+DEFAULTS = TableOptions()
+
+
+def parse_layer(raw: Any, where: str) -> dict[str, Any]:
+    """One entry of ``table_options`` (or a pipeline's own keys): the options it sets.
+
+    Raises:
+        ConfigError: naming ``where``, the key and what is wrong.
+    """
+    options = validated(TableOptions, raw, where)
+    return {str(key): getattr(options, str(key)) for key in raw}
+
+
+def table_layers(value: Any) -> dict[str, dict[str, Any]]:
+    """A pipeline's ``table_options``: each entry's options by table name (``"*"``: every
+    table), the options it sets and no others."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError('expected a mapping of "*" or a table name -> options')
+    layers = {}
+    for table, raw in value.items():
+        if not str(table).strip() or "." in str(table):
+            raise ValueError(f'{table!r} is not "*" or a target table name')
+        try:
+            layers[str(table)] = parse_layer(raw, f"table_options.{table}")
+        except ConfigError as exc:
+            raise LocatedError(str(exc)) from None
+    return layers

@@ -7,10 +7,14 @@ engines open the catalog with are derived in :mod:`cdc_ingest.catalog.properties
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import field
+from typing import Annotated, Any
 from urllib.parse import quote, unquote
+
+from pydantic import field_validator, model_validator
+from pydantic.dataclasses import dataclass
+
+from cdc_ingest.config_model import SECTION, ConnectionId, OneOf
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -20,7 +24,6 @@ class CatalogConfigError(ValueError):
 
 
 CATALOG_TYPES = ("jdbc", "rest", "glue", "hive")
-CATALOG_KEYS = ("name", "type", "uri", "warehouse", "properties", "conn_id", "aws_conn_id")
 # A catalog property whose key contains one of these holds a secret: never printed, never logged.
 SECRET_WORDS = ("password", "secret", "credential", "token", "session")
 _USERINFO = re.compile(r"^(postgresql(?:\+\w+)?://)(?:[^:@/]+(?::[^@/]*)?@)?(.+)$")
@@ -32,7 +35,16 @@ def is_secret(key: str) -> bool:
     return any(word in lowered for word in SECRET_WORDS)
 
 
-@dataclass(frozen=True)
+def text_values(value: Any) -> Any:
+    """A mapping of settings with every value as text (YAML reads ``true`` and ``16`` as others)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        return value
+    return {str(k): str(v) for k, v in value.items()}
+
+
+@dataclass(frozen=True, config=SECTION)
 class CatalogConfig:
     """Where the Iceberg tables live: a catalog (JDBC, REST, Glue, Hive) and its warehouse.
 
@@ -48,13 +60,51 @@ class CatalogConfig:
         aws_conn_id: Airflow AWS connection for an ``s3://`` warehouse (else the AWS variables).
     """
 
-    name: str
-    uri: str
-    warehouse: str
-    type: str = "jdbc"
+    name: str = "lake"
+    uri: str = ""
+    warehouse: str = ""
+    type: Annotated[str, OneOf(CATALOG_TYPES)] = "jdbc"
     properties: dict[str, str] = field(default_factory=dict)
-    conn_id: str | None = None
-    aws_conn_id: str | None = None
+    conn_id: ConnectionId = None
+    aws_conn_id: ConnectionId = None
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, name: str) -> str:
+        if not IDENTIFIER.match(name):
+            raise ValueError(f"{name!r} is not a valid identifier")
+        return name
+
+    @field_validator("uri", "warehouse", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    @field_validator("properties", mode="before")
+    @classmethod
+    def _no_secrets(cls, value: Any) -> Any:
+        value = text_values(value)
+        secrets = sorted(k for k in value if is_secret(k)) if isinstance(value, dict) else []
+        if secrets:
+            raise ValueError(
+                f"{secrets[0]!r} is a secret; give it through catalog.conn_id or a "
+                "PYICEBERG_CATALOG__<NAME>__<KEY> variable, never in the pipelines file"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _located(self) -> CatalogConfig:
+        if self.type in ("jdbc", "rest", "hive") and not self.uri:
+            raise ValueError("missing required key 'uri'")
+        if self.type != "rest" and not self.warehouse:
+            raise ValueError("missing required key 'warehouse'")
+        if self.type == "jdbc":
+            _ = self.jdbc_url
+        # A REST server may name its warehouses; every other kind takes a location.
+        located = self.warehouse.startswith(("file://", "s3://", "s3a://"))
+        if self.type != "rest" and not located:
+            raise ValueError(f"warehouse {self.warehouse!r} must be a file:// or s3:// URI")
+        return self
 
     @property
     def database(self) -> str | None:
@@ -103,74 +153,3 @@ class CatalogConfig:
             return None, None
         password = match.group(2)
         return unquote(match.group(1)), None if password is None else unquote(password)
-
-
-def _required(mapping: dict[str, Any], key: str, where: str) -> Any:
-    if key not in mapping or mapping[key] in (None, ""):
-        raise CatalogConfigError(f"{where}: missing required key {key!r}")
-    return mapping[key]
-
-
-def _optional_id(raw: dict[str, Any], key: str, where: str) -> str | None:
-    value = raw.get(key)
-    if value is not None and not (isinstance(value, str) and value.strip()):
-        raise CatalogConfigError(f"{where}: {key} must be an Airflow connection id (a string)")
-    return value
-
-
-def parse_catalog(raw: Any, path: Path) -> CatalogConfig:
-    """The pipelines file's ``catalog`` section.
-
-    Raises:
-        CatalogConfigError: one line naming the file and the offending key.
-    """
-    where = f"{path}: catalog"
-    if not isinstance(raw, dict):
-        raise CatalogConfigError(f"{path}: missing 'catalog' mapping (uri, warehouse)")
-    unknown = sorted(str(k) for k in raw if k not in CATALOG_KEYS)
-    if unknown:
-        raise CatalogConfigError(
-            f"{where}: unknown key {unknown[0]!r} (catalog keys: {', '.join(CATALOG_KEYS)})"
-        )
-    kind = str(raw.get("type", "jdbc"))
-    if kind not in CATALOG_TYPES:
-        raise CatalogConfigError(
-            f"{where}: type {kind!r} must be one of {', '.join(CATALOG_TYPES)}"
-        )
-    properties = raw.get("properties") or {}
-    if not isinstance(properties, dict):
-        raise CatalogConfigError(
-            f"{where}.properties: expected a mapping of Iceberg catalog properties"
-        )
-    secrets = sorted(str(k) for k in properties if is_secret(str(k)))
-    if secrets:
-        raise CatalogConfigError(
-            f"{where}.properties: {secrets[0]!r} is a secret; give it through catalog.conn_id "
-            "or a PYICEBERG_CATALOG__<NAME>__<KEY> variable, never in the pipelines file"
-        )
-    uri_required = kind in ("jdbc", "rest", "hive")
-    catalog = CatalogConfig(
-        name=str(raw.get("name", "lake")),
-        uri=str(_required(raw, "uri", where) if uri_required else raw.get("uri") or ""),
-        warehouse=str(
-            _required(raw, "warehouse", where) if kind != "rest" else raw.get("warehouse") or ""
-        ),
-        type=kind,
-        properties={str(k): str(v) for k, v in properties.items()},
-        conn_id=_optional_id(raw, "conn_id", where),
-        aws_conn_id=_optional_id(raw, "aws_conn_id", where),
-    )
-    if not IDENTIFIER.match(catalog.name):
-        raise CatalogConfigError(f"{path}: catalog.name {catalog.name!r} is not a valid identifier")
-    if kind == "jdbc":
-        try:
-            _ = catalog.jdbc_url
-        except CatalogConfigError as exc:
-            raise CatalogConfigError(f"{path}: {exc}") from None
-    # A REST server may name its warehouses; every other kind takes a location.
-    warehouse = catalog.warehouse
-    if kind != "rest" and warehouse and not warehouse.startswith(("file://", "s3://", "s3a://")):
-        raise CatalogConfigError(
-            f"{where}: warehouse {catalog.warehouse!r} must be a file:// or s3:// URI"
-        )
-    return catalog

@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from cdc_ingest.config_model import LocatedError
+
 DATAHUB_TUPLE_TYPES = (
     "BIGINT",
     "INTEGER",
@@ -75,21 +77,37 @@ def option_names(fmt: str) -> tuple[str, ...]:
     return tuple(FORMAT_OPTIONS.get(fmt, {}))
 
 
-def parse_options(fmt: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """Validate a pipeline's options for its format and fill in defaults.
+def format_options() -> dict[str, tuple[str, ...]]:
+    """Every format option, with the formats that take it."""
+    taken: dict[str, tuple[str, ...]] = {}
+    for fmt, options in FORMAT_OPTIONS.items():
+        for name in options:
+            taken[name] = (*taken.get(name, ()), fmt)
+    return taken
 
-    Args:
-        fmt: the format name.
-        raw: the option keys found in the pipeline's mapping.
 
-    Raises:
-        OptionError: an option is malformed or the format does not take it.
-    """
-    known = FORMAT_OPTIONS.get(fmt, {})
-    for name in raw:
-        if name not in known:
-            raise OptionError(f"format {fmt!r} takes no option {name!r}")
+def parse_option(name: str, value: Any) -> Any:
+    """One format option's value, validated (None: not given)."""
+    if value is None:
+        return None
+    [parse] = {
+        parse
+        for options in FORMAT_OPTIONS.values()
+        for n, (parse, _) in options.items()
+        if n == name
+    }
+    try:
+        return parse(value)
+    except OptionError as exc:
+        message = str(exc)
+        if message.startswith(f"{name}."):
+            raise LocatedError(message) from None
+        raise OptionError(message.removeprefix(f"{name}: ")) from None
+
+
+def option_values(fmt: str, given: dict[str, Any]) -> dict[str, Any]:
+    """A pipeline's options for its format, with the defaults of those not given."""
     return {
-        name: (parse(raw[name]) if raw.get(name) is not None else default)
-        for name, (parse, default) in known.items()
+        name: default if given.get(name) is None else given[name]
+        for name, (_, default) in FORMAT_OPTIONS.get(fmt, {}).items()
     }

@@ -19,6 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
+import pydantic
+from pydantic import field_validator
+
+from cdc_ingest.config_model import SECTION
 from cdc_ingest.landing.zones import LandedFile
 
 OBJECT_TIME = "object_time"
@@ -31,11 +35,27 @@ class LandedAtError(ValueError):
     """A ``landed_at`` setting or an instant that cannot be used."""
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=SECTION)
 class LandedAt:
     """Where a pipeline's landing times come from: object time, or a pattern in the path."""
 
     path_pattern: str | None = None
+
+    @field_validator("path_pattern")
+    @classmethod
+    def _dated(cls, pattern: str | None) -> str | None:
+        if pattern is None:
+            return None
+        if "%Y" not in pattern:
+            raise ValueError("must be a string containing %Y")
+        used = re.findall(r"%(.)", pattern.replace("%%", ""))
+        unknown = {d for d in used if d not in _DIRECTIVES}
+        if unknown:
+            raise ValueError(
+                f"{pattern!r}: unsupported directives "
+                f"{', '.join('%' + d for d in sorted(unknown))} (use %Y %m %d %H %M %S)"
+            )
+        return pattern
 
     @property
     def regex(self) -> re.Pattern[str]:
@@ -70,29 +90,14 @@ class LandedAt:
         return OBJECT_TIME if self.path_pattern is None else f"path_pattern {self.path_pattern}"
 
 
-def parse_landed_at(raw: Any, where: str) -> LandedAt:
-    """The ``landed_at`` key of a pipeline (absent: object time).
-
-    Raises:
-        LandedAtError: naming ``where`` and what is wrong.
-    """
-    if raw in (None, OBJECT_TIME):
-        return LandedAt()
-    if not isinstance(raw, dict) or set(raw) != {"path_pattern"}:
-        raise LandedAtError(
-            f'{where}.landed_at: expected {OBJECT_TIME} or {{path_pattern: "dt=%Y-%m-%d"}}, '
-            f"got {raw!r}"
-        )
-    pattern = raw["path_pattern"]
-    if not isinstance(pattern, str) or "%Y" not in pattern:
-        raise LandedAtError(f"{where}.landed_at.path_pattern: must be a string containing %Y")
-    unknown = {d for d in re.findall(r"%(.)", pattern.replace("%%", "")) if d not in _DIRECTIVES}
-    if unknown:
-        raise LandedAtError(
-            f"{where}.landed_at.path_pattern {pattern!r}: unsupported directives "
-            f"{', '.join('%' + d for d in sorted(unknown))} (use %Y %m %d %H %M %S)"
-        )
-    return LandedAt(pattern)
+def landed_at_section(value: Any) -> Any:
+    """The ``landed_at`` key's short form: ``object_time`` (or absent) is the file's own time."""
+    if value in (None, OBJECT_TIME):
+        return {}
+    if not isinstance(value, dict):
+        example = '{path_pattern: "dt=%Y-%m-%d"}'
+        raise ValueError(f"expected {OBJECT_TIME} or {example}, got {value!r}")
+    return value
 
 
 def parse_instant(text: str) -> datetime:

@@ -118,10 +118,7 @@ class Replay(NewFiles):
 
     def config(self, config: Config) -> Config:
         # A replay evolves nothing: columns a table lacks are left out.
-        pipelines = tuple(
-            dataclasses.replace(p, tables=p.tables.ignoring_schema_changes())
-            for p in config.pipelines
-        )
+        pipelines = tuple(p.ignoring_schema_changes() for p in config.pipelines)
         return dataclasses.replace(config, pipelines=pipelines)
 
     def restrict(self, inventory: Inventory, existing: set[str], summary: RunSummary) -> None:

@@ -16,33 +16,65 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated
+
+from pydantic import Strict, field_validator, model_validator
+from pydantic.dataclasses import dataclass
 
 from cdc_ingest import sql_text
+from cdc_ingest.config_model import SECTION
 from cdc_ingest.contract import ColumnType
 from cdc_ingest.schema.ddl_parse import SchemaChange
 
-ROUTE_KEYS = ("source", "table", "key_with_source", "db_column", "table_column")
 DB_COLUMN, TABLE_COLUMN = "_cdc_source_db", "_cdc_source_table"
 # The name a route's source pattern is matched against.
 SOURCE_PATH = "concat_ws('.', coalesce(src_db, src_schema), src_table)"
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class RouteError(ValueError):
-    """A route that does not have the shape the pipelines file documents."""
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class Route:
-    """Source tables matched by ``source`` into one target ``table``."""
+    """Source tables matched by ``source`` (a regular expression over ``{db}.{table}``) into one
+    target ``table``."""
 
     source: str
     table: str
-    key_with_source: bool = False
+    key_with_source: Annotated[bool, Strict()] = False
     db_column: str = DB_COLUMN
     table_column: str = TABLE_COLUMN
+
+    @field_validator("source")
+    @classmethod
+    def _pattern(cls, source: str) -> str:
+        if not source:
+            raise ValueError("must be a regular expression over {db}.{table}")
+        try:
+            re.compile(source)
+        except re.error as exc:
+            raise ValueError(f"{source!r} is not a regular expression: {exc}") from None
+        return source
+
+    @field_validator("table")
+    @classmethod
+    def _target(cls, table: str) -> str:
+        if not re.fullmatch(r"[a-z0-9_]+", table):
+            raise ValueError("must be a target table name ([a-z0-9_]+)")
+        if table.startswith("_cdc_"):
+            raise ValueError(f"{table!r}: names beginning with _cdc_ are the job's own")
+        return table
+
+    @field_validator("db_column", "table_column")
+    @classmethod
+    def _column(cls, name: str) -> str:
+        if not _COLUMN.match(name):
+            raise ValueError("must be a column name (letters, digits, _)")
+        return name
+
+    @model_validator(mode="after")
+    def _two_columns(self) -> Route:
+        if self.db_column == self.table_column:
+            raise ValueError("db_column and table_column must differ")
+        return self
 
     @property
     def columns(self) -> tuple[str, str]:
@@ -53,49 +85,6 @@ class Route:
     def matched(self) -> str:
         """SQL text: whether a decoded row's source is one of this route's."""
         return f"coalesce({SOURCE_PATH} RLIKE {sql_text.literal(f'^(?:{self.source})$')}, false)"
-
-
-def parse_routes(raw: Any, where: str) -> tuple[Route, ...]:
-    """A pipeline's ``routes:``, validated.
-
-    Raises:
-        RouteError: naming the route and what is wrong with it.
-    """
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise RouteError(f"{where}: routes must be a list of {{source, table}} mappings")
-    return tuple(_route(entry, f"{where}: routes[{i}]") for i, entry in enumerate(raw))
-
-
-def _route(entry: Any, at: str) -> Route:
-    if not isinstance(entry, dict):
-        raise RouteError(f"{at}: expected a mapping with source and table")
-    unknown = sorted(set(entry) - set(ROUTE_KEYS))
-    if unknown:
-        raise RouteError(f"{at}: unknown key {unknown[0]!r} (keys: {', '.join(ROUTE_KEYS)})")
-    source, table = entry.get("source"), entry.get("table")
-    if not isinstance(source, str) or not source:
-        raise RouteError(f"{at}: source must be a regular expression over {{db}}.{{table}}")
-    try:
-        re.compile(source)
-    except re.error as exc:
-        raise RouteError(f"{at}: source {source!r} is not a regular expression: {exc}") from None
-    if not isinstance(table, str) or not re.fullmatch(r"[a-z0-9_]+", table):
-        raise RouteError(f"{at}: table must be a target table name ([a-z0-9_]+)")
-    if table.startswith("_cdc_"):
-        raise RouteError(f"{at}: table {table!r}: names beginning with _cdc_ are the job's own")
-    key_with_source = entry.get("key_with_source", False)
-    if not isinstance(key_with_source, bool):
-        raise RouteError(f"{at}: key_with_source must be true or false")
-    db_column = entry.get("db_column", DB_COLUMN)
-    table_column = entry.get("table_column", TABLE_COLUMN)
-    for key, name in (("db_column", db_column), ("table_column", table_column)):
-        if not isinstance(name, str) or not _COLUMN.match(name):
-            raise RouteError(f"{at}: {key} must be a column name (letters, digits, _)")
-    if db_column == table_column:
-        raise RouteError(f"{at}: db_column and table_column must differ")
-    return Route(source, table, key_with_source, db_column, table_column)
 
 
 def routed_target(template_sql: str, routes: tuple[Route, ...]) -> str:
