@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from cdc_ingest.catalog_commits import execute
 from cdc_ingest.maintenance_config import format_duration
 from cdc_ingest.record.batches import written_tables
 from cdc_ingest.spark_session import configure_catalog
@@ -192,7 +193,7 @@ def expire_tombstones(
     counted = spark.sql(f"SELECT count(*) AS n FROM {identifier} WHERE {where}").first()
     expired = int(counted["n"]) if counted is not None else 0
     if expired:
-        spark.sql(f"DELETE FROM {identifier} WHERE {where}").collect()
+        execute(spark, f"DELETE FROM {identifier} WHERE {where}").collect()
     return expired
 
 

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from cdc_ingest import sql_text
 from cdc_ingest.apply.expectations import check_expectations
 from cdc_ingest.apply.typed_changes import typed_changes, typing_errors
+from cdc_ingest.catalog_commits import append
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.state.summary import TableSummary
@@ -90,12 +91,11 @@ def apply_append_only(
         if target.deletes == "soft":
             columns.append(F.lit(False).alias(DELETED_COLUMN))
         good = typed.where(F.col("_type_error").isNull() & (F.col("_cdc_kind") == UPSERT))
-        (
+        append(
             good.orderBy(ORDER_COLUMN)
             .select(*columns)
             .writeTo(target.identifier)
             .options(**{f"snapshot-property.{k}": v for k, v in batch.properties().items()})
             .option(f"snapshot-property.{PART_PROPERTY}", part)
-            .append()
         )
     return summary, typing_errors(typed, target)

@@ -43,6 +43,7 @@ from cdc_ingest.apply.few_keys import listed_keys
 from cdc_ingest.apply.runtime_filter import bloom_filtered, unestimated, worth_filtering
 from cdc_ingest.apply.typed_changes import typed_changes
 from cdc_ingest.apply.update_images import KEEP_COLUMN, with_old_key_deletes
+from cdc_ingest.catalog_commits import append, execute
 from cdc_ingest.contract import DELETE, UPSERT
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (
@@ -183,7 +184,7 @@ def apply_history(
         if fresh:
             with stage("append to history"):
                 placed = versions.where(~F.col(_DROP)).select(*sql_text.columns(written))
-                placed.writeTo(identifier).append()
+                append(placed.writeTo(identifier))
         else:
             with stage("merge into history"):
                 _merge(spark, versions, identifier, target, written, new, held_rows)
@@ -209,19 +210,20 @@ def _prepare_table(
     properties = {**TABLE_PROPERTIES, HISTORY_OF_PROPERTY: target.name}
     listed = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
     if create:
-        spark.sql(
+        execute(
+            spark,
             f"CREATE TABLE IF NOT EXISTS {identifier} ({', '.join(definitions)}) USING iceberg "
-            f"TBLPROPERTIES ({listed})"
+            f"TBLPROPERTIES ({listed})",
         )
     held = table_columns(spark, identifier)
     lowered = {n.lower() for n in held}
     added = {n: t for n, t in wanted.items() if n.lower() not in lowered}
     if added:
         columns = ", ".join(f"{quote(n)} {t}" for n, t in added.items())
-        spark.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({columns})")
+        execute(spark, f"ALTER TABLE {identifier} ADD COLUMNS ({columns})")
     for name, spark_type in wanted.items():
         if name in held and held[name] != spark_type:
-            spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {spark_type}")
+            execute(spark, f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {spark_type}")
     mine = [n for n in held if n not in HISTORY_COLUMNS]
     return [*mine, *(n for n in added if n not in mine)]
 
@@ -399,11 +401,12 @@ def _merge(
     values = ", ".join(f"s.{quote(c)}" for c in written)
     try:
         with bloom_filtered(spark, changes) if filtered else contextlib.nullcontext():
-            spark.sql(
+            execute(
+                spark,
                 f"MERGE INTO {identifier} t USING {view} s ON {on} "
                 f"WHEN MATCHED AND s.{_DROP} THEN DELETE "
                 f"WHEN MATCHED AND NOT ({same}) THEN UPDATE SET {assignments} "
-                f"WHEN NOT MATCHED AND NOT s.{_DROP} THEN INSERT ({names}) VALUES ({values})"
+                f"WHEN NOT MATCHED AND NOT s.{_DROP} THEN INSERT ({names}) VALUES ({values})",
             )
     finally:
         spark.catalog.dropTempView(view)

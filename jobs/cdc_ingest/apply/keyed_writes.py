@@ -18,6 +18,7 @@ from cdc_ingest.apply.actions import DELETED, DELETED_ABSENT, DELETED_WRITTEN, I
 from cdc_ingest.apply.few_keys import listed_keys
 from cdc_ingest.apply.runtime_filter import bloom_filtered, unestimated, worth_filtering
 from cdc_ingest.apply.update_images import KEEP_COLUMN
+from cdc_ingest.catalog_commits import append, execute
 from cdc_ingest.schema.target import TargetTable
 from cdc_ingest.state.tables import ORDER_COLUMN, current_snapshot_facts, quote
 from cdc_ingest.table_options import DELETED_COLUMN
@@ -108,7 +109,7 @@ def merge_target(
             f"WHEN NOT MATCHED AND s._action = '{INSERT}' THEN INSERT ({names}) VALUES ({values})"
         )
     with bloom_filtered(spark, merged) if filtered else contextlib.nullcontext():
-        spark.sql(statement)
+        execute(spark, statement)
     spark.catalog.dropTempView(view)
 
 
@@ -176,7 +177,7 @@ def merge_tombstones(
         f"(s.target_table, s.key, s.{ORDER_COLUMN}, s.batch_id)"
     )
     with bloom_filtered(spark, changes) if filtered else contextlib.nullcontext():
-        spark.sql(statement)
+        execute(spark, statement)
     spark.catalog.dropTempView(view)
 
 
@@ -194,4 +195,4 @@ def append_tombstones(
 
 def _append(rows: DataFrame, identifier: str, batch: PipelineBatch) -> None:
     marks = {f"snapshot-property.{k}": v for k, v in batch.properties().items()}
-    rows.writeTo(identifier).options(**marks).append()
+    append(rows.writeTo(identifier).options(**marks))

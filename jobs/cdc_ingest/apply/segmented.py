@@ -22,6 +22,7 @@ from cdc_ingest.apply.commit_notes import (
 from cdc_ingest.apply.history import HISTORY_OF_PROPERTY, apply_history, check_history_table
 from cdc_ingest.apply.keyed import apply_table
 from cdc_ingest.apply.write_policy import WritePolicy
+from cdc_ingest.catalog_commits import execute
 from cdc_ingest.schema.ddl_parse import CREATE_TABLE, DROP_TABLE, RENAME_TABLE
 from cdc_ingest.schema.design import creation
 from cdc_ingest.schema.evolution import (
@@ -202,9 +203,10 @@ def _note(
 ) -> None:
     """Keep on the table what the statement does, before doing it (see commit_notes)."""
     note = with_ddl_note(properties, ctx.batch, event.position, status, detail)
-    ctx.spark.sql(
+    execute(
+        ctx.spark,
         f"ALTER TABLE {identifier} SET TBLPROPERTIES "
-        f"('{DDL_OUTCOMES_PROPERTY}' = {sql_string(note)})"
+        f"('{DDL_OUTCOMES_PROPERTY}' = {sql_string(note)})",
     )
 
 
@@ -227,9 +229,10 @@ def _table_statement(ctx: TableContext, name: str, event: DdlEvent, keys: tuple[
     elif change.action == DROP_TABLE:
         if name in ctx.existing:
             position = ":".join(str(p) for p in (ctx.batch_id, *event.position))
-            ctx.spark.sql(
+            execute(
+                ctx.spark,
                 f"ALTER TABLE {identifier} SET TBLPROPERTIES "
-                f"('{SOURCE_DROPPED_PROPERTY}' = '{position}')"
+                f"('{SOURCE_DROPPED_PROPERTY}' = '{position}')",
             )
         event.status = APPLIED
         event.detail = "source table dropped: the mirror is kept and receives no more changes"
@@ -254,8 +257,10 @@ def _create_table(
         # The source re-created a table it dropped: the new table starts empty.
         detail = "re-created by the source: the old rows were removed, changes apply again"
         _note(ctx, identifier, properties, event, APPLIED, detail)
-        ctx.spark.sql(f"DELETE FROM {identifier}")
-        ctx.spark.sql(f"ALTER TABLE {identifier} UNSET TBLPROPERTIES ('{SOURCE_DROPPED_PROPERTY}')")
+        execute(ctx.spark, f"DELETE FROM {identifier}")
+        execute(
+            ctx.spark, f"ALTER TABLE {identifier} UNSET TBLPROPERTIES ('{SOURCE_DROPPED_PROPERTY}')"
+        )
         event.status, event.detail = APPLIED, detail
         return
     if name in ctx.existing:
@@ -302,9 +307,11 @@ def _rename_table(ctx: TableContext, name: str, identifier: str, event: DdlEvent
     # Before the mirror: a resumed batch finds the rename noted on the new name only then.
     _rename_history(ctx, name, new)
     # The new name stays in the catalog: Spark wants it without the catalog part.
-    ctx.spark.sql(f"ALTER TABLE {identifier} RENAME TO {quote(ctx.namespace)}.{quote(new)}")
+    execute(ctx.spark, f"ALTER TABLE {identifier} RENAME TO {quote(ctx.namespace)}.{quote(new)}")
     tombstones = qualified(ctx.catalog, ctx.namespace, TOMBSTONES)
-    ctx.spark.sql(f"UPDATE {tombstones} SET target_table = '{new}' WHERE target_table = '{name}'")
+    execute(
+        ctx.spark, f"UPDATE {tombstones} SET target_table = '{new}' WHERE target_table = '{name}'"
+    )
     ctx.tombstone_index.rename(name, new)
     ctx.existing.discard(name)
     ctx.existing.add(new)
@@ -324,12 +331,14 @@ def _rename_history(ctx: TableContext, name: str, new: str) -> None:
         return
     if ctx.spark.catalog.tableExists(new_identifier):
         return
-    ctx.spark.sql(
-        f"ALTER TABLE {old_identifier} RENAME TO {quote(ctx.namespace)}.{quote(after.table)}"
+    execute(
+        ctx.spark,
+        f"ALTER TABLE {old_identifier} RENAME TO {quote(ctx.namespace)}.{quote(after.table)}",
     )
-    ctx.spark.sql(
+    execute(
+        ctx.spark,
         f"ALTER TABLE {new_identifier} SET TBLPROPERTIES "
-        f"('{HISTORY_OF_PROPERTY}' = {sql_string(new)})"
+        f"('{HISTORY_OF_PROPERTY}' = {sql_string(new)})",
     )
     ctx.existing.discard(before.table)
     ctx.existing.add(after.table)
@@ -441,5 +450,5 @@ def _column_statement(ctx: TableContext, name: str, event: DdlEvent) -> None:
     if statements and earlier is None:
         _note(ctx, identifier, properties, event, status, detail)
     for statement in statements:
-        ctx.spark.sql(statement)
+        execute(ctx.spark, statement)
     event.status, event.detail = earlier or (status, detail)

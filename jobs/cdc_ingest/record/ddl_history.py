@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+from cdc_ingest.catalog_commits import append
 from cdc_ingest.contract import DDL
 from cdc_ingest.state.tables import DDL_HISTORY, qualified
 
@@ -75,9 +76,8 @@ def record_ddl(
             F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp").alias("recorded_at"),
         )
     )
-    (
+    append(
         rows.writeTo(table)
         .option("snapshot-property.cdc.pipeline", pipeline)
         .option("snapshot-property.cdc.batch-id", str(batch_id))
-        .append()
     )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdc_ingest.catalog_commits import append
 from cdc_ingest.changes.inventory import Batch
 from cdc_ingest.state.summary import RunSummary
 from cdc_ingest.state.tables import DEAD_LETTERS, qualified
@@ -78,11 +79,10 @@ def write_dead_letters(
         )
         if already:
             return
-    (
+    append(
         letters.writeTo(table)
         .option("snapshot-property.cdc.pipeline", pipeline)
         .option("snapshot-property.cdc.batch-id", str(batch.batch_id))
-        .append()
     )
 
 

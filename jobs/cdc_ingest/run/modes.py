@@ -31,6 +31,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from cdc_ingest.catalog_commits import execute
 from cdc_ingest.run.options import RunRefused
 from cdc_ingest.run.replays import (
     NOT_CREATED,
@@ -157,12 +158,15 @@ class Rebuild(Replay):
         """Drop the tables a rebuild re-creates, and their tombstones (again, when resumed)."""
         tables = self.tables()
         for name in tables:
-            run.spark.sql(f"DROP TABLE IF EXISTS {qualified(run.catalog, run.namespace, name)}")
+            execute(
+                run.spark, f"DROP TABLE IF EXISTS {qualified(run.catalog, run.namespace, name)}"
+            )
             run.existing.discard(name)
         names = ", ".join("'" + n.replace("'", "''") + "'" for n in tables)
-        run.spark.sql(
+        execute(
+            run.spark,
             f"DELETE FROM {qualified(run.catalog, run.namespace, TOMBSTONES)} "
-            f"WHERE {quote('target_table')} IN ({names})"
+            f"WHERE {quote('target_table')} IN ({names})",
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cdc_ingest.catalog_commits import execute
 from cdc_ingest.contract import ColumnType
 from cdc_ingest.state.tables import quote
 from cdc_ingest.table_options import (
@@ -154,7 +155,7 @@ def evolve_design(
     added = {n: t for n, t in system_columns(options).items() if n not in columns}
     if added:
         definitions = ", ".join(f"{quote(n)} {t}" for n, t in added.items())
-        spark.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({definitions})")
+        execute(spark, f"ALTER TABLE {identifier} ADD COLUMNS ({definitions})")
         changes += [f"column {n} added (deletes: {options.deletes})" for n in added]
     check_design(options, {**columns, **added})
     recorded: dict[str, str] = {}
@@ -164,10 +165,12 @@ def evolve_design(
         by_text = {f.text: f for f in options.partition_by}
         for text in old_spec:
             if text not in new_spec:
-                spark.sql(f"ALTER TABLE {identifier} DROP PARTITION FIELD {_field_sql(text)}")
+                execute(spark, f"ALTER TABLE {identifier} DROP PARTITION FIELD {_field_sql(text)}")
         for text in new_spec:
             if text not in old_spec:
-                spark.sql(f"ALTER TABLE {identifier} ADD PARTITION FIELD {by_text[text].sql()}")
+                execute(
+                    spark, f"ALTER TABLE {identifier} ADD PARTITION FIELD {by_text[text].sql()}"
+                )
         recorded[PARTITION_PROPERTY] = spec_text(options.partition_by)
         changes.append(
             f"partition spec [{', '.join(old_spec)}] -> [{', '.join(new_spec)}] "
@@ -178,9 +181,9 @@ def evolve_design(
     if old_order != new_order:
         if options.sort_by:
             fields = ", ".join(f.sql() for f in options.sort_by)
-            spark.sql(f"ALTER TABLE {identifier} WRITE ORDERED BY {fields}")
+            execute(spark, f"ALTER TABLE {identifier} WRITE ORDERED BY {fields}")
         else:
-            spark.sql(f"ALTER TABLE {identifier} WRITE UNORDERED")
+            execute(spark, f"ALTER TABLE {identifier} WRITE UNORDERED")
         recorded[SORT_PROPERTY] = new_order
         changes.append(f"write order [{old_order}] -> [{new_order}] (new data only)")
     changed = {k: v for k, v in options.properties.items() if properties.get(k) != v}
@@ -188,7 +191,7 @@ def evolve_design(
     recorded |= changed
     if recorded:
         assignments = ", ".join(f"{_string(k)}={_string(v)}" for k, v in recorded.items())
-        spark.sql(f"ALTER TABLE {identifier} SET TBLPROPERTIES ({assignments})")
+        execute(spark, f"ALTER TABLE {identifier} SET TBLPROPERTIES ({assignments})")
     return changes
 
 

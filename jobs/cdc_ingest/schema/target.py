@@ -11,6 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cdc_ingest.catalog_commits import execute
 from cdc_ingest.contract import ColumnType, TypeHint
 from cdc_ingest.formats.base import Decoder
 from cdc_ingest.schema.design import computed_types, creation, evolve_design
@@ -404,7 +405,6 @@ def _stored_facts(
         options = owner.options(name, properties, options)
     if needs_migration(stored):
         migrate_stored_order(spark, identifier, stored)
-        writer.altered(identifier)
         stored = {n: t for n, t in stored.items() if n != STAGED_COLUMN}
         stored[ORDER_COLUMN] = "binary"
     return stored, properties, options
@@ -473,7 +473,7 @@ def _extended(
     stored, properties, options = facts
     add_columns(spark, identifier, added)
     for name, wider in widened.items():
-        spark.sql(f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {wider}")
+        execute(spark, f"ALTER TABLE {identifier} ALTER COLUMN {quote(name)} TYPE {wider}")
     add_columns(spark, identifier, computed)
     changes = [f"computed column {n} added" for n in computed]
     now = stored | {c: t.spark_type for c, t in added.items()} | widened
@@ -482,9 +482,7 @@ def _extended(
     claimed = owner.claim(properties) if owner is not None else {}
     if claimed:
         assigned = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in claimed.items())
-        spark.sql(f"ALTER TABLE {identifier} SET TBLPROPERTIES ({assigned})")
-    if added or widened or computed or changes or claimed:
-        writer.altered(identifier)  # its facts' load is older than these changes
+        execute(spark, f"ALTER TABLE {identifier} SET TBLPROPERTIES ({assigned})")
     return changes
 
 

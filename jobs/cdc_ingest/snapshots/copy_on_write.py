@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from cdc_ingest.catalog_commits import committed
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.expressions import BooleanExpression
@@ -54,6 +56,11 @@ def transaction_of(table: Table) -> Transaction:
                 self, snapshot_properties: dict[str, str], branch: str | None = "main"
             ) -> Any:
                 return _merge_append_of(self, self._table.io, snapshot_properties, branch)
+
+            def commit_transaction(self) -> Table:
+                table = super().commit_transaction()
+                committed("pyiceberg commit")
+                return table
 
         _REUSING_TRANSACTION = ReusingTransaction
     return _REUSING_TRANSACTION(table)
@@ -201,6 +208,7 @@ def overwrite(
     updates, requirements = overwrite_updates(table, read, rows, properties)
     if commit is None:
         table._do_commit(updates=updates, requirements=requirements)
+        committed("pyiceberg commit")
     else:
         commit(table, updates, requirements)
 

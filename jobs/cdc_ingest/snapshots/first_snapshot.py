@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cdc_ingest.catalog_commits import committed
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog, MetastoreCatalog
@@ -68,6 +70,11 @@ def register_tables(catalog: Catalog, staged: list[tuple[tuple[str, str], str]])
         pyiceberg.exceptions.TableAlreadyExistsError: another writer created one of the tables
             first.
     """
+    _register_all(catalog, staged)
+    committed("pyiceberg create")
+
+
+def _register_all(catalog: Catalog, staged: list[tuple[tuple[str, str], str]]) -> None:
     engine = getattr(catalog, "engine", None)
     if len(staged) > 1 and engine is not None and hasattr(catalog, "_create_table_row"):
         from pyiceberg.catalog.sql import IcebergTables

@@ -24,6 +24,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
+from cdc_ingest.catalog_commits import committed
+
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.catalog.sql import SqlCatalog
@@ -70,10 +72,16 @@ def stage_commit(
 def commit_staged(catalog: SqlCatalog, staged: list[StagedCommit]) -> list[StagedCommit]:
     """Make the ``staged`` metadata the catalog's, all in one transaction, or else each alone;
     returns those not committed, whose table another writer moved since it was read."""
-    from sqlalchemy.orm import Session
-
     if not staged:
         return []
+    moved = _commit_all(catalog, staged)
+    committed("pyiceberg commit of rewrites")
+    return moved
+
+
+def _commit_all(catalog: SqlCatalog, staged: list[StagedCommit]) -> list[StagedCommit]:
+    from sqlalchemy.orm import Session
+
     with Session(catalog.engine) as session:
         if all(_swap(catalog, session, commit) for commit in staged):
             session.commit()

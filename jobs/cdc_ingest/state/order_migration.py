@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from cdc_ingest import ordering, spark_jvm
+from cdc_ingest.catalog_commits import committed, execute, overwrite
 from cdc_ingest.stages import stage
 from cdc_ingest.state.tables import (
     DDL_HISTORY,
@@ -65,7 +66,6 @@ def migrate_system_tables(
             continue
         identifier = qualified(catalog, namespace, name)
         columns, _ = writer.table_facts(identifier)
-        writer.altered(identifier)
         migrate_stored_order(spark, identifier, columns)
 
 
@@ -78,9 +78,10 @@ def migrate_stored_order(spark: SparkSession, identifier: str, columns: dict[str
         return False
     with stage("migrate _cdc_order"):
         if STAGED_COLUMN not in columns:
-            spark.sql(
+            execute(
+                spark,
                 f"ALTER TABLE {identifier} ADD COLUMN {quote(STAGED_COLUMN)} binary "
-                f"AFTER {quote(ORDER_COLUMN)}"
+                f"AFTER {quote(ORDER_COLUMN)}",
             )
         if columns.get(ORDER_COLUMN) == LEGACY_TYPE:
             # Read after the snapshot it is validated from: the overwrite replaces every file, so
@@ -93,9 +94,8 @@ def migrate_stored_order(spark: SparkSession, identifier: str, columns: dict[str
             writer = encoded.writeTo(identifier).option("isolation-level", "serializable")
             if snapshot is not None:
                 writer = writer.option("validate-from-snapshot-id", str(snapshot))
-            writer.option("snapshot-property.cdc.migration", "binary _cdc_order").overwrite(
-                F.lit(True)
-            )
+            migrated = writer.option("snapshot-property.cdc.migration", "binary _cdc_order")
+            overwrite(migrated, F.lit(True))
         _swap_columns(spark, identifier, drop=columns.get(ORDER_COLUMN) == LEGACY_TYPE)
     log.info("%s: _cdc_order migrated to binary", identifier)
     return True
@@ -108,11 +108,13 @@ def _swap_columns(spark: SparkSession, identifier: str, drop: bool) -> None:
     catalog, namespace, table = unquoted(identifier)
     parts = (catalog, namespace, table)
     if spark_jvm.rename_column_over(spark, parts, STAGED_COLUMN, ORDER_COLUMN, drop):
+        committed("iceberg schema commit", identifier)
         spark.sql(f"REFRESH TABLE {identifier}")
         return
     # Not Iceberg's SparkCatalog: two statements.
     if drop:
-        spark.sql(f"ALTER TABLE {identifier} DROP COLUMN {quote(ORDER_COLUMN)}")
-    spark.sql(
-        f"ALTER TABLE {identifier} RENAME COLUMN {quote(STAGED_COLUMN)} TO {quote(ORDER_COLUMN)}"
+        execute(spark, f"ALTER TABLE {identifier} DROP COLUMN {quote(ORDER_COLUMN)}")
+    execute(
+        spark,
+        f"ALTER TABLE {identifier} RENAME COLUMN {quote(STAGED_COLUMN)} TO {quote(ORDER_COLUMN)}",
     )

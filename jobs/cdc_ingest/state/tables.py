@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from cdc_ingest import spark_jvm, sql_text
+from cdc_ingest.catalog_commits import committed, execute
 from cdc_ingest.contract import ColumnType
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def ensure_namespace(spark: SparkSession, catalog: str, namespace: str) -> None:
     from py4j.protocol import Py4JJavaError
 
     try:
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(catalog)}.{quote(namespace)}")
+        execute(spark, f"CREATE NAMESPACE IF NOT EXISTS {quote(catalog)}.{quote(namespace)}")
     except Py4JJavaError:
         # Two pipelines starting on a new namespace at once: Iceberg's JDBC catalog checks that
         # it is missing, then inserts its rows, and the second insert fails on the first's key.
@@ -121,9 +122,10 @@ def ensure_system_tables(writer: TableWriter, catalog: str, namespace: str) -> s
 
 def create_system_table(spark: SparkSession, identifier: str, columns: str) -> None:
     """CREATE TABLE IF NOT EXISTS of a ``_cdc_`` table (``columns`` as ``SYSTEM_TABLES``)."""
-    spark.sql(
+    execute(
+        spark,
         f"CREATE TABLE IF NOT EXISTS {identifier} ({columns}) "
-        f"USING iceberg TBLPROPERTIES ({_properties()})"
+        f"USING iceberg TBLPROPERTIES ({_properties()})",
     )
 
 
@@ -196,9 +198,10 @@ def create_target(
             return created
     partitioning = f"PARTITIONED BY ({', '.join(partitioned_by)}) " if partitioned_by else ""
     try:
-        spark.sql(
+        execute(
+            spark,
             f"CREATE TABLE {identifier} ({', '.join(definitions)}) USING iceberg "
-            f"{partitioning}TBLPROPERTIES ({_properties(properties)})"
+            f"{partitioning}TBLPROPERTIES ({_properties(properties)})",
         )
     except AnalysisException as exc:
         if exc.getErrorClass() == "TABLE_OR_VIEW_ALREADY_EXISTS":
@@ -206,9 +209,9 @@ def create_target(
         raise
     if keys:  # a table without a key is append-only: no identifier fields
         keys_sql = ", ".join(quote(k) for k in keys)
-        spark.sql(f"ALTER TABLE {identifier} SET IDENTIFIER FIELDS {keys_sql}")
+        execute(spark, f"ALTER TABLE {identifier} SET IDENTIFIER FIELDS {keys_sql}")
     if write_order:
-        spark.sql(f"ALTER TABLE {identifier} WRITE ORDERED BY {', '.join(write_order)}")
+        execute(spark, f"ALTER TABLE {identifier} WRITE ORDERED BY {', '.join(write_order)}")
     return True
 
 
@@ -233,7 +236,10 @@ def create_with_identifier(
     # Spark's CREATE TABLE names the owner: so does this.
     stored = {"owner": spark_jvm.current_user(spark), **TABLE_PROPERTIES, **properties}
     parts = (catalog, namespace, table)
-    return spark_jvm.create_iceberg_table(spark, parts, ", ".join(definitions), keys, stored)
+    created = spark_jvm.create_iceberg_table(spark, parts, ", ".join(definitions), keys, stored)
+    if created:
+        committed("iceberg create")
+    return created
 
 
 def unquoted(identifier: str) -> list[str]:
@@ -245,7 +251,7 @@ def add_columns(spark: SparkSession, identifier: str, columns: dict[str, ColumnT
     """Add nullable columns that newer messages carry."""
     if columns:
         added = ", ".join(f"{quote(n)} {c.spark_type}" for n, c in columns.items())
-        spark.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({added})")
+        execute(spark, f"ALTER TABLE {identifier} ADD COLUMNS ({added})")
 
 
 def _current_snapshot(spark: SparkSession, identifier: str) -> Any:

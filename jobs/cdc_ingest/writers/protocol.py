@@ -96,10 +96,6 @@ class TableWriter(Protocol):
         """An existing table's columns and properties."""
         ...
 
-    def altered(self, identifier: str) -> None:
-        """Forget what this writer keeps of a table another API changed."""
-        ...
-
     def rewritable(self, identifier: str, max_rows: int) -> bool:
         """Whether a table is small enough, and written as Spark writes, to be rewritten whole."""
         ...

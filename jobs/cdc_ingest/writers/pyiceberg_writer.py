@@ -105,8 +105,11 @@ class PyicebergWriter:
         facts = self.arrow.table_facts(identifier)
         return facts if facts is not None else self.spark.table_facts(identifier)
 
-    def altered(self, identifier: str) -> None:
-        self.arrow.altered(identifier)
+    def heard(self, what: str, altered: str | None) -> None:
+        """A commit hook (``catalog_commits``): forget what is kept of a table whose schema or
+        design Spark changed, so that the next read loads it again."""
+        if altered is not None:
+            self.arrow.altered(altered)
 
     def rewritable(self, identifier: str, max_rows: int) -> bool:
         return self.arrow.rewritable(identifier, max_rows)

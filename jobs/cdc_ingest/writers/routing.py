@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from cdc_ingest.catalog_commits import on_commit
 from cdc_ingest.snapshots.arrow_catalog import arrow_catalog, writes_catalog
 from cdc_ingest.writers.pyiceberg_writer import PyicebergWriter
 from cdc_ingest.writers.spark_writer import SparkWriter
@@ -28,4 +29,9 @@ def table_writer(
         yield by_spark
         return
     with arrow_catalog(catalog) as arrow:
-        yield PyicebergWriter(by_spark, arrow)
+        writer = PyicebergWriter(by_spark, arrow)
+        forget = on_commit(writer.heard)
+        try:
+            yield writer
+        finally:
+            forget()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+from cdc_ingest.catalog_commits import append
 from cdc_ingest.state.tables import (
     create_system_table,
     create_with_identifier,
@@ -65,11 +66,10 @@ class SparkWriter:
     ) -> None:
         # ``columns`` has commas only between columns (no struct or map types).
         names = [c.strip().split(" ")[0] for c in columns.split(",")]
-        (
+        append(
             self.spark.createDataFrame([tuple(r.get(n) for n in names) for r in rows], columns)
             .writeTo(identifier)
             .options(**{f"snapshot-property.{k}": v for k, v in properties.items()})
-            .append()
         )
 
     def append_arrow(self, identifier: str, rows: pa.Table, properties: dict[str, str]) -> bool:
@@ -85,9 +85,6 @@ class SparkWriter:
 
     def table_facts(self, identifier: str) -> TableFacts:
         return table_columns(self.spark, identifier), table_properties(self.spark, identifier)
-
-    def altered(self, identifier: str) -> None:
-        """Spark keeps nothing of a table between calls."""
 
     def rewritable(self, identifier: str, max_rows: int) -> bool:
         return False
