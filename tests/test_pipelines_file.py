@@ -130,3 +130,32 @@ def test_a_pipeline_without_a_name_is_named_by_its_place(tmp_path):
     path.write_text(CATALOG + "pipelines:\n  - {format: canal-json}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r": pipelines\[0\]: missing required key 'name'$"):
         load_config(path)
+
+
+def test_a_replay_keeps_every_setting_but_the_schema_changes(tmp_path):
+    """A replay's pipeline (``ignoring_schema_changes``) is the configured one with every
+    table's schema kept: nothing else of it is lost or reset to a default."""
+    everything = (
+        ", table: 'x_{table}', envelope: kafka, keys: {orders: id}, schedule: '@hourly',"
+        " retries: 5, landed_at: {path_pattern: 'dt=%Y-%m-%d'}, column_names: lowercase,"
+        " routes: [{source: 'db_[0-9]+[.]orders', table: orders}], include_tables: 'o.*',"
+        " maintenance: {lock_wait: 2h}, alerts: {max_lag: 15m}, deletes: soft,"
+        " schema_changes: fail, table_options: {orders: {partition_by: ['bucket(4, id)'],"
+        " schema_changes: {add_column: ignore}, expectations: {q: 'id > 0'}}}"
+    )
+    (pipeline,) = load_config(_file(tmp_path, everything)).pipelines
+    replay = pipeline.ignoring_schema_changes()
+    for key in ("table", "envelope", "keys", "schedule", "retries", "landed_at", "routes"):
+        assert getattr(replay, key) == getattr(pipeline, key), key
+    assert replay.keys == {"orders": ("id",)}
+    assert replay.landed_at.path_pattern == "dt=%Y-%m-%d"
+    assert replay.maintenance.lock_wait == timedelta(hours=2)
+    assert replay.alerts.max_lag == timedelta(minutes=15)
+    orders = replay.tables.for_table("orders")
+    assert orders.partition_by == pipeline.tables.for_table("orders").partition_by
+    assert (orders.deletes, list(orders.expectations)) == ("soft", ["q"])
+    # schema_changes: ignore, as docs/schema-changes.md gives it: every kind but create_table.
+    assert orders.schema_changes["add_column"] == orders.schema_changes["drop_column"] == "ignore"
+    assert orders.schema_changes["create_table"] == "apply"
+    assert pipeline.tables.for_table("orders").schema_changes["add_column"] == "ignore"
+    assert pipeline.tables.for_table("orders").schema_changes["drop_column"] == "fail"

@@ -94,7 +94,7 @@ def landed_at_section(value: Any) -> Any:
     """The ``landed_at`` key's short form: ``object_time`` (or absent) is the file's own time."""
     if value in (None, OBJECT_TIME):
         return {}
-    if not isinstance(value, dict):
+    if not isinstance(value, dict | LandedAt):
         example = '{path_pattern: "dt=%Y-%m-%d"}'
         raise ValueError(f"expected {OBJECT_TIME} or {example}, got {value!r}")
     return value
