@@ -73,6 +73,7 @@ def test_the_schema_lists_every_key_of_the_file_and_of_a_pipeline(capsys):
     }
     assert pipeline["required"] == ["name", "format", "landing", "namespace"]
     assert pipeline["properties"]["deletes"]["enum"] == ["apply", "ignore", "soft"]
+    assert pipeline["properties"]["retries"]["minimum"] == 0
     options = pipeline["properties"]["table_options"]["additionalProperties"]["properties"]
     assert "partition_by" in options and "expectations" in options
     maintenance = schema["$defs"]["MaintenanceConfig"]["properties"]

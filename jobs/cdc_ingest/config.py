@@ -16,7 +16,6 @@ import pydantic
 import yaml
 from pydantic import (
     BeforeValidator,
-    Field,
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
@@ -193,7 +192,9 @@ class PipelineConfig:
         ),
     ] = field(default_factory=dict)
     schedule: Schedule = None
-    retries: Annotated[int, BeforeValidator(_retries), Field(ge=0)] = 2
+    retries: Annotated[
+        int, BeforeValidator(_retries), WithJsonSchema({"type": "integer", "minimum": 0})
+    ] = 2
     # Landing times of files (replays): object_time, or {path_pattern: ...}.
     landed_at: Annotated[
         LandedAt,
