@@ -18,6 +18,9 @@ own):
 2. ``50 batches``: 50 consecutive runs of 2,000 changes each; the last 10 against the first 10.
    Then ``1 line into it``: a 1-line batch into the same mirror, against the guarded hand MERGE
    of the same line (reported, no target: what a small batch pays for the table's size).
+   ``reads``: the mirror as those batches left it (position-delete files and all), read by a
+   warm full scan and 100 point lookups through Spark and through pyiceberg (bench_reads.py),
+   against the same reads after ``maintain`` (3.).
 3. ``after maintain``: one ``maintain`` of the pipeline, then every table of its namespace (mirror
    and system tables): position-delete files left, data files, snapshots, and the manifests its
    current snapshot lists (of live files; of none, carried from an earlier snapshot).
@@ -52,6 +55,7 @@ from scripts.benchmarks.bench_engine import SessionBatches, add_route_argument, 
 from scripts.benchmarks.bench_history import historied_pipeline, history_shapes  # noqa: E402
 from scripts.benchmarks.bench_metadata import after_maintain, namespace_metadata  # noqa: E402
 from scripts.benchmarks.bench_phases import render_phases  # noqa: E402
+from scripts.benchmarks.bench_reads import ReadCosts, read_costs, read_shapes  # noqa: E402
 from scripts.benchmarks.bench_references import (  # noqa: E402
     hand_merge,
     parse_baseline,
@@ -132,6 +136,10 @@ class Steady:
     def mirror(self, pipeline: str = "steady") -> str:
         namespace = self.config.pipeline(pipeline).namespace
         return f"{CATALOG}.{namespace}.{TABLE}"
+
+    def reads(self) -> ReadCosts:
+        """What the steady mirror costs to read now (bench_reads)."""
+        return read_costs(self.spark, self.catalog, self.mirror(), "id", "v", self.rows)
 
     def landing(self, pipeline: str = "steady") -> Path:
         return Path(self.config.pipeline(pipeline).landing.removeprefix("file://"))
@@ -322,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
             one_landing = bench.landing() / f"batch-{bench.landed:03d}"
             hand_merge(bench.spark, one_landing, hand[True, True], True)
             one_hand = hand_merge(bench.spark, one_landing, hand[True, False], True)
+            # The mirror as the micro-batches left it, read before maintain runs (at the end).
+            piled = bench.reads()
             shapes.append(
                 Shape(
                     "1 line into it",
@@ -361,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         from cdc_ingest.maintenance import maintain_pipeline
 
         maintain_pipeline(bench.spark, bench.config, "steady")
+        if args.only != "history":
+            shapes += read_shapes(piled, bench.reads())
         tables = namespace_metadata(bench.spark, f"{CATALOG}.{NAMESPACE}")
         shapes.append(after_maintain(tables, RETAIN_SNAPSHOTS))
     finally:

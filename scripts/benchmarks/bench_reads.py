@@ -1,0 +1,104 @@
+"""What a mirror costs to read, for ``bench_steady.py``'s "reads" scenarios: a warm full scan
+(``count`` and a ``sum`` of a column) and 100 point lookups by key, through Spark and through
+pyiceberg, each in CPU seconds of the bench's process tree, after an uncounted run of its own.
+
+Measured on the mirror after the 50 micro-batches (each leaving position-delete files until
+``maintain`` runs) and again right after ``maintain``: the ratio is what the micro-batches' debt
+costs a reader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scripts.benchmarks.bench_phases import tree_cpu_seconds
+from scripts.benchmarks.bench_table import Shape
+
+if TYPE_CHECKING:
+    from cdc_ingest.catalog.config import CatalogConfig
+    from pyspark.sql import SparkSession
+
+LOOKUPS = 100
+TARGET = 1.3
+
+
+@dataclass(frozen=True)
+class ReadCosts:
+    """CPU seconds of one full scan and of ``LOOKUPS`` point lookups, by engine; the table's
+    position-delete and data files when measured."""
+
+    scan: float
+    spark_lookups: float
+    pyiceberg_lookups: float
+    delete_files: int
+    data_files: int
+
+
+def read_costs(
+    spark: SparkSession, catalog: CatalogConfig, table: str, key: str, column: str, rows: int
+) -> ReadCosts:
+    """The costs of reading ``table`` (``catalog.namespace.table``) as it is now: its keys
+    ``key`` spread over ``0 .. rows``, ``column`` the summed one."""
+    from cdc_ingest.state.lake import open_catalog
+    from pyiceberg.expressions import EqualTo
+
+    spark.sql(f"REFRESH TABLE {table}")
+    keys = list(range(0, rows, max(1, rows // LOOKUPS)))[:LOOKUPS]
+
+    def scan() -> None:
+        spark.sql(f"SELECT count(*), sum({column}) FROM {table}").collect()
+
+    def spark_lookups() -> None:
+        for value in keys:
+            spark.sql(f"SELECT * FROM {table} WHERE {key} = {value}").collect()
+
+    _, namespace, name = table.split(".")
+    loaded = open_catalog(catalog).load_table((namespace, name))
+
+    def pyiceberg_lookups() -> None:
+        for value in keys:
+            loaded.scan(row_filter=EqualTo(key, value)).to_arrow()
+
+    costs = []
+    for read in (scan, spark_lookups, pyiceberg_lookups):
+        read()  # uncounted: compiled code and cached metadata, as a warm reader has them
+        cpu = tree_cpu_seconds()
+        read()
+        costs.append(tree_cpu_seconds() - cpu)
+    deletes = spark.sql(f"SELECT * FROM {table}.delete_files").count()
+    data = spark.sql(f"SELECT * FROM {table}.data_files").count()
+    return ReadCosts(costs[0], costs[1], costs[2], deletes, data)
+
+
+def read_shapes(piled: ReadCosts, maintained: ReadCosts) -> list[Shape]:
+    """The reads after the micro-batches against the same after ``maintain``."""
+    files = (
+        f"{piled.delete_files} delete files on {piled.data_files} data files, then "
+        f"{maintained.delete_files} on {maintained.data_files}"
+    )
+    print(f"reads: {files}")
+    measured = (
+        ("reads: scan", "count + sum", piled.scan, maintained.scan),
+        (
+            "reads: Spark by key",
+            f"{LOOKUPS} lookups",
+            piled.spark_lookups,
+            maintained.spark_lookups,
+        ),
+        (
+            "reads: pyiceberg key",
+            f"{LOOKUPS} lookups",
+            piled.pyiceberg_lookups,
+            maintained.pyiceberg_lookups,
+        ),
+    )
+    return [
+        Shape(
+            label,
+            f"{what} after 50 batches: {before:.1f} s",
+            f"after maintain: {after:.1f} s",
+            before / after,
+            TARGET,
+        )
+        for label, what, before, after in measured
+    ]
