@@ -77,8 +77,14 @@ def watched(monkeypatch):
     monkeypatch.setattr(SparkSession, "sql", sql)
     monkeypatch.setattr(DataFrameWriterV2, "append", appended)
     monkeypatch.setattr(Table, "_do_commit", table_commit)
-    remove = catalog_commits.on_commit(heard.append)
-    yield seen, heard
+    altered: list[str] = []
+
+    def hook(what: str, table: str | None) -> None:
+        heard.append(what)
+        altered.extend([table] if table else [])
+
+    remove = catalog_commits.on_commit(hook)
+    yield seen, heard, altered
     remove()
 
 
@@ -86,7 +92,7 @@ def watched(monkeypatch):
 def test_the_hooks_hear_every_commit_of_batches_with_ddl_and_every_kind_of_table(
     lake, watched, pyiceberg
 ):
-    seen, heard = watched
+    seen, heard, altered = watched
     lake.route_at(pyiceberg=pyiceberg)
     lake.add_pipeline("shop", "canal-json")
     lake.land(
@@ -119,3 +125,5 @@ def test_the_hooks_hear_every_commit_of_batches_with_ddl_and_every_kind_of_table
     kinds = {h.split()[0] for h in heard}
     assert {"ALTER", "append"} <= kinds, heard
     assert ("pyiceberg" in kinds) is pyiceberg, heard
+    # The ALTER of the DDL names its table, for the writer that keeps the table's schema.
+    assert any(table.endswith(".`orders`") for table in altered), altered
