@@ -76,6 +76,8 @@ def filled_lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
             "<script>alert(1)</script>",
         ],
     )
+    # The second batch merged by Spark (not rewritten whole): it leaves position-delete files.
+    lake.route_at(rewritten_rows=0)
     second = lake.run("shop")
     assert second.batch_id == 2
     lake.land("shop", "shop-0004.jsonl", [canal("INSERT", {"id": "6"}, 1700000200000)])
@@ -99,6 +101,12 @@ def server(filled_lake: Lake, tmp_path_factory: pytest.TempPathFactory) -> Itera
     home = tmp_path_factory.mktemp("airflow-status")
     with api_server(home, CDC_INGEST_CONFIG=str(filled_lake.config_path)) as running:
         yield running
+
+
+def _count(lake: Lake, metadata: str) -> int:
+    """Rows of one of an ``ods`` table's Iceberg metadata tables (``orders.delete_files``)."""
+    lake.table("orders")  # the session knows the lake's catalog
+    return lake.spark.sql(f"SELECT * FROM {lake.catalog}.ods.{metadata}").count()
 
 
 def shop_page(server: ApiServer) -> Elements:
@@ -141,8 +149,14 @@ def test_page_shows_each_pipeline_in_a_browser(server: ApiServer, filled_lake: L
     assert (shop["format"], shop["namespace"], shop["dag"]) == ("canal-json", "ods", "ingest_shop")
     assert shop["landing"] == filled_lake.landing("shop").as_uri()
     # orders: 3 live rows (1, 2, 4); batch 2 inserted id 4, updated 2, deleted 3, dead-lettered 5.
-    # (No history kept: its cell is empty.)
-    assert page.rows[("shop", "table")] == [["orders", "3", "2", "1", "1", "1", "1", "", ""]]
+    # Its files as Iceberg's own metadata tables list them: the merge's position deletes on the
+    # data files. (No history kept: its cell is empty.)
+    deletes, data = (
+        _count(filled_lake, f"orders.{kind}") for kind in ("delete_files", "data_files")
+    )
+    assert deletes >= 1
+    files = f"{deletes} on {data} data files"
+    assert page.rows[("shop", "table")] == [["orders", "3", "2", "1", "1", "1", "1", files, "", ""]]
     assert filled_lake.table("orders").count() == 3
     # Checkpoints: batches 1 and 2 applied three files; shop-0004.jsonl landed afterwards.
     assert (shop["last-committed-batch"], shop["files-applied"]) == ("2", "3")
@@ -200,7 +214,7 @@ def test_page_shows_each_pipeline_in_a_browser(server: ApiServer, filled_lake: L
     assert ghost["pending-files"] == "—"
 
 
-def test_json_endpoint_serves_the_same_data(server: ApiServer) -> None:
+def test_json_endpoint_serves_the_same_data(server: ApiServer, filled_lake: Lake) -> None:
     reply = server.get("/cdc-ingest/status.json")
     assert reply.status == 200, reply.text
     data = json.loads(reply.text)
@@ -220,6 +234,8 @@ def test_json_endpoint_serves_the_same_data(server: ApiServer) -> None:
             "dead_lettered": 1,
             "history": None,
             "history_rows": None,
+            "data_files": _count(filled_lake, "orders.data_files"),
+            "delete_files": _count(filled_lake, "orders.delete_files"),
             "expectations": {},
         }
     ]

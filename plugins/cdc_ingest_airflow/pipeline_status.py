@@ -192,7 +192,9 @@ def _table_rows(catalog: Any, pipeline: PipelineConfig, status: PipelineStatus) 
     for table in status.tables:
         table.exists = table.name in existing
         if table.exists:
-            table.rows = _live_rows(catalog.load_table((namespace, table.name)))
+            loaded = catalog.load_table((namespace, table.name))
+            table.rows = _live_rows(loaded)
+            table.data_files, table.delete_files = _files(loaded)
         table.history = histories.get(table.name)
         if table.history is not None and table.history in existing:
             table.history_rows = _live_rows(catalog.load_table((namespace, table.history)))
@@ -306,6 +308,16 @@ def _live_rows(table: Any) -> int | None:
     if records is None:
         return None
     return int(records) - int(summary.get("total-position-deletes", "0") or 0)
+
+
+def _files(table: Any) -> tuple[int, int]:
+    """Data files and delete files in the current snapshot, as its summary totals them."""
+    snapshot = table.current_snapshot()
+    summary = snapshot.summary if snapshot is not None else {}
+    return (
+        int(summary.get("total-data-files", "0") or 0),
+        int(summary.get("total-delete-files", "0") or 0),
+    )
 
 
 def _dead_letter(row: dict[str, Any]) -> DeadLetter:

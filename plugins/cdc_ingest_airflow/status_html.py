@@ -78,6 +78,14 @@ def _history(t: TableStatus) -> str:
     return t.history + (" (not yet)" if t.history_rows is None else f" ({t.history_rows} versions)")
 
 
+def _files(t: TableStatus) -> str:
+    """The table's delete files against its data files (``2 on 5 data files``): what each read
+    merges until ``maintain`` compacts them."""
+    if t.data_files is None or t.delete_files is None:
+        return ""
+    return f"{t.delete_files} on {t.data_files} data files"
+
+
 def _expectations(t: TableStatus) -> str:
     """Each expectation's violations in the table's last batch: ``positive_qty: 2 (drop)``."""
     counted = sorted(t.expectations.items())
@@ -97,7 +105,7 @@ def _tables(p: PipelineStatus) -> str:
             t.dead_lettered,
             numeric=6,
         )
-        + _cells(_history(t), _expectations(t))
+        + _cells(_files(t), _history(t), _expectations(t))
         + "</tr>"
         for t in p.tables
     ]
@@ -109,6 +117,7 @@ def _tables(p: PipelineStatus) -> str:
         "updated",
         "deleted",
         "dead letters",
+        "delete files",
         "history",
         "expectations",
     )

@@ -28,6 +28,10 @@ class TableStatus:
     # Its SCD type 2 history table (``history: scd2``) and the versions it holds, if any.
     history: str | None = None
     history_rows: int | None = None
+    # Its files in the current snapshot: position-delete files are the micro-batches' debt to its
+    # readers, which each read merges with the data files until ``maintain`` compacts them.
+    data_files: int | None = None
+    delete_files: int | None = None
     # Its expectations' violations in that batch: rule -> (on_violation, changes).
     expectations: dict[str, tuple[str, int]] = field(default_factory=dict)
 
