@@ -30,7 +30,7 @@ def test_bad_config_exits_non_zero_with_one_clear_line(tmp_path):
     done = cli("run", "--config", str(config), "--pipeline", "p")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"cdc-ingest: error: {config}: pipeline 'p': unknown format 'nosuch' "
+        f"cdc-ingest: error: {config}: pipeline 'p': format: 'nosuch' is unknown "
         "(known: lindorm, arcion, debezium-json, oms-default, oms-default-extend, oms-canal, "
         "canal-json, oms-dataworks, oms-shareplex, datahub-tuple, datahub-blob, aerospike, "
         "maxwell-json, ogg-json)"

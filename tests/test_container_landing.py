@@ -196,7 +196,7 @@ def test_container_files_need_no_envelope(tmp_path):
     head = "catalog: {name: lake, uri: 'sqlite:////tmp/x.db', warehouse: 'file:///tmp/w'}\n"
     cases = {
         "landing: 'file:///l', file_format: parquet, envelope: kafka": "envelope must be none",
-        "landing: 'file:///l', file_format: orc": "file_format 'orc' must be one of json, avro",
+        "landing: 'file:///l', file_format: orc": "file_format: 'orc' must be one of json, avro",
     }
     for keys, message in cases.items():
         path.write_text(

@@ -190,7 +190,7 @@ def test_configured_connection_is_not_overridden(config_file: Path) -> None:
         (
             "catalog: {uri: 'sqlite:///x.db', warehouse: 'file:///w'}\n"
             "pipelines:\n  - {name: a, format: nope, landing: 'file:///l', namespace: ods}\n",
-            "unknown format 'nope'",
+            "pipeline 'a': format: 'nope' is unknown",
         ),
         ("catalog: [unclosed\n", "not valid YAML"),
         (

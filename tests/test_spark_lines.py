@@ -120,4 +120,4 @@ def test_a_pipelines_file_may_not_turn_the_jobs_spark_semantics_off(tmp_path, ca
 
     assert main(["check", "--config", str(path)]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert f"spark.conf sets {key}={value}, but the job's dead letters" in line, line
+    assert f"spark.conf: sets {key}={value}, but the job's dead letters" in line, line

@@ -102,7 +102,7 @@ def test_resolving_a_batch_costs_a_few_py4j_calls(spark: Any) -> None:
     pipeline = PipelineConfig(
         name="shop",
         format="debezium-json",
-        landing="unused",
+        landing="file:///unused",
         namespace="unused",
         table="{db}_{table}",
         keys={"orders": ("id",)},

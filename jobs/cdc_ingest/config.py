@@ -100,7 +100,7 @@ def _format_name(value: Any) -> Any:
 
     formats = format_names()
     if value not in formats:
-        raise ValueError(f"unknown format {value!r} (known: {', '.join(formats)})")
+        raise ValueError(f"{value!r} is unknown (known: {', '.join(formats)})")
     return value
 
 
