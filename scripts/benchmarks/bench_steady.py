@@ -330,8 +330,6 @@ def main(argv: list[str] | None = None) -> int:
             one_landing = bench.landing() / f"batch-{bench.landed:03d}"
             hand_merge(bench.spark, one_landing, hand[True, True], True)
             one_hand = hand_merge(bench.spark, one_landing, hand[True, False], True)
-            # The mirror as the micro-batches left it, read before maintain runs (at the end).
-            piled = bench.reads()
             shapes.append(
                 Shape(
                     "1 line into it",
@@ -370,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         shapes += history_shapes(bench, lines, expect, ours, total)
         from cdc_ingest.maintenance import maintain_pipeline
 
+        if args.only != "history":
+            # The mirror as the micro-batches left it, read in the bench's session once every
+            # batch is measured, then again after maintain.
+            piled = bench.reads()
         maintain_pipeline(bench.spark, bench.config, "steady")
         if args.only != "history":
             shapes += read_shapes(piled, bench.reads())
