@@ -34,6 +34,7 @@ from cdc_ingest.config_model import (
     Schedule,
     error_line,
     json_schema,
+    regular_expression,
 )
 from cdc_ingest.formats.options import format_options, option_values, parse_option
 from cdc_ingest.landing.landed_time import LandedAt, landed_at_section
@@ -106,15 +107,7 @@ def _format_name(value: Any) -> Any:
 
 def _table_pattern(pattern: Any) -> str | None:
     """A table filter: a regular expression a source table's whole name is matched against."""
-    if pattern is None:
-        return None
-    if not isinstance(pattern, str) or not pattern:
-        raise ValueError("must be a regular expression (a string)")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
-    return pattern
+    return None if pattern is None else regular_expression(pattern)
 
 
 def _keys(raw: Any) -> Any:

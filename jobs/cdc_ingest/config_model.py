@@ -118,6 +118,17 @@ Schedule = Annotated[
 ]
 
 
+def regular_expression(pattern: Any, what: str = "a regular expression (a string)") -> str:
+    """A regular expression, compiled to check it; ``what`` says what an empty one should be."""
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError(f"must be {what}")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+    return pattern
+
+
 def connection_id(value: Any) -> str | None:
     """An Airflow connection id, or None when not given."""
     if value is not None and not (isinstance(value, str) and value.strip()):

@@ -22,7 +22,7 @@ from pydantic import Strict, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
 from cdc_ingest import sql_text
-from cdc_ingest.config_model import SECTION
+from cdc_ingest.config_model import SECTION, regular_expression
 from cdc_ingest.contract import ColumnType
 from cdc_ingest.schema.ddl_parse import SchemaChange
 
@@ -46,13 +46,7 @@ class Route:
     @field_validator("source")
     @classmethod
     def _pattern(cls, source: str) -> str:
-        if not source:
-            raise ValueError("must be a regular expression over {db}.{table}")
-        try:
-            re.compile(source)
-        except re.error as exc:
-            raise ValueError(f"{source!r} is not a regular expression: {exc}") from None
-        return source
+        return regular_expression(source, "a regular expression over {db}.{table}")
 
     @field_validator("table")
     @classmethod
