@@ -127,3 +127,34 @@ def test_the_hooks_hear_every_commit_of_batches_with_ddl_and_every_kind_of_table
     assert ("pyiceberg" in kinds) is pyiceberg, heard
     # The ALTER of the DDL names its table, for the writer that keeps the table's schema.
     assert any(table.endswith(".`orders`") for table in altered), altered
+
+
+def test_the_pyiceberg_writer_reads_a_table_again_once_spark_altered_it(lake):
+    """What the pyiceberg writer keeps of a table it loaded (for its facts) is dropped when
+    Spark's ALTER commits: its next read of the table has the new column."""
+    from cdc_ingest.config import load_config
+    from cdc_ingest.state.tables import qualified
+    from cdc_ingest.writers.routing import table_writer
+    from pyspark.sql import functions as F
+
+    lake.add_pipeline("shop", "canal-json")
+    first = typed_message("orders", "INSERT", {"id": 1, "v": "a"}, 1, TYPES)
+    lake.land("shop", "001.json", [first])
+    lake.run("shop")
+    catalog = load_config(lake.config_path).catalog
+    identifier = qualified(catalog.name, "ods", "orders")
+    with table_writer(lake.spark, catalog) as writer:
+        assert writer.appends_collected  # pyiceberg's, which keeps the tables it loaded
+        columns, _ = writer.table_facts(identifier)
+        assert "added" not in columns
+        catalog_commits.execute(lake.spark, f"ALTER TABLE {identifier} ADD COLUMNS (added string)")
+        # A snapshot of the new schema: the row of id 1 again as id 2, with the new column.
+        held = lake.spark.table(identifier)
+        second = held.withColumn("id", held["id"] + 1).withColumn("added", F.lit("x"))
+        catalog_commits.append(second.writeTo(identifier))
+        read = writer.read_columns(identifier, ["id", "added"], 100)
+    assert read is not None
+    assert sorted(read[1].to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "added": None},
+        {"id": 2, "added": "x"},
+    ]

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from cdc_ingest.alerts_config import AlertsConfig
-from cdc_ingest.catalog.config import IDENTIFIER, CatalogConfig, is_secret, text_values
+from cdc_ingest.catalog.config import CatalogConfig, Identifier, is_secret, text_values
 from cdc_ingest.config_model import (
     SECTION,
     ConfigError,
@@ -45,6 +45,7 @@ from cdc_ingest.schema_policy import parse_schema_changes
 from cdc_ingest.table_options import (
     DEFAULTS,
     EVERY_TABLE,
+    PIPELINE_WIDE,
     DeleteMode,
     PipelineTableOptions,
     SchemaChanges,
@@ -162,7 +163,7 @@ class PipelineConfig:
     name: str
     format: Annotated[str, BeforeValidator(_format_name)]
     landing: str
-    namespace: str
+    namespace: Identifier
     envelope: Annotated[str, OneOf(ENVELOPES)] = "none"
     table: str = "{table}"
     # Source tables (shards) matched by pattern into one table each, before ``table`` applies.
@@ -239,13 +240,6 @@ class PipelineConfig:
             raise ValueError(f"{landing!r} must be a file:// or s3:// URI")
         return landing.rstrip("/")
 
-    @field_validator("namespace")
-    @classmethod
-    def _identifier(cls, namespace: str) -> str:
-        if not IDENTIFIER.match(namespace):
-            raise ValueError(f"{namespace!r} is not a valid identifier")
-        return namespace
-
     @field_validator("table")
     @classmethod
     def _template(cls, table: str) -> str:
@@ -281,17 +275,13 @@ class PipelineConfig:
     @functools.cached_property
     def tables(self) -> PipelineTableOptions:
         """The option layers of the pipeline's tables: its own, ``"*"``'s, then each table's."""
-        wide = {
-            "deletes": self.deletes,
-            "type_mapping": self.type_mapping,
-            "schema_changes": self.schema_changes,
-        }
+        wide = {key: getattr(self, key) for key in PIPELINE_WIDE}
         return PipelineTableOptions({"": wide, **self.table_options})
 
     @property
     def options(self) -> dict[str, Any]:
         """The options of the pipeline's format, defaults filled in."""
-        given = {n: getattr(self, n) for n in ("columns", "metadata_key", "no_set_table")}
+        given = {n: getattr(self, n) for n in format_options()}
         return option_values(self.format, given)
 
     def ignoring_schema_changes(self) -> PipelineConfig:

@@ -67,8 +67,8 @@ def format_duration(duration: timedelta) -> str:
     return f"{seconds}s"
 
 
-_DURATION_SCHEMA = {"type": "string", "pattern": DURATION.pattern, "examples": ["15m", "7d"]}
-Duration = Annotated[timedelta, BeforeValidator(parse_duration), WithJsonSchema(_DURATION_SCHEMA)]
+DURATION_SCHEMA = {"type": "string", "pattern": DURATION.pattern, "examples": ["15m", "7d"]}
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), WithJsonSchema(DURATION_SCHEMA)]
 
 
 def _none_or_duration(value: Any) -> timedelta | None:
@@ -79,7 +79,7 @@ def _none_or_duration(value: Any) -> timedelta | None:
 OptionalDuration = Annotated[
     timedelta | None,
     BeforeValidator(_none_or_duration),
-    WithJsonSchema({"anyOf": [_DURATION_SCHEMA, {"enum": ["none"]}, {"type": "null"}]}),
+    WithJsonSchema({"anyOf": [DURATION_SCHEMA, {"enum": ["none"]}, {"type": "null"}]}),
 ]
 
 

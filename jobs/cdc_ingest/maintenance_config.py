@@ -19,6 +19,7 @@ from pydantic import BeforeValidator, WithJsonSchema, field_validator
 from pydantic.dataclasses import dataclass
 
 from cdc_ingest.config_model import (
+    DURATION_SCHEMA,
     SECTION,
     Duration,
     OptionalDuration,
@@ -44,9 +45,7 @@ def _retention(value: Any) -> timedelta | int:
 Retention = Annotated[
     timedelta | int,
     BeforeValidator(_retention),
-    WithJsonSchema(
-        {"anyOf": [{"type": "string", "pattern": r"^(\d+)\s*([smhd])$"}, {"type": "integer"}]}
-    ),
+    WithJsonSchema({"anyOf": [DURATION_SCHEMA, {"type": "integer"}]}),
 ]
 
 

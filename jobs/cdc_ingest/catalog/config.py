@@ -11,7 +11,7 @@ from dataclasses import field
 from typing import Annotated, Any
 from urllib.parse import quote, unquote
 
-from pydantic import field_validator, model_validator
+from pydantic import AfterValidator, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
 from cdc_ingest.config_model import SECTION, ConnectionId, OneOf
@@ -33,6 +33,16 @@ def is_secret(key: str) -> bool:
     """Whether catalog property ``key`` holds a secret."""
     lowered = key.lower()
     return any(word in lowered for word in SECRET_WORDS)
+
+
+def identifier(name: str) -> str:
+    """A catalog's or a namespace's name, as Spark and pyiceberg both take it unquoted."""
+    if not IDENTIFIER.match(name):
+        raise ValueError(f"{name!r} is not a valid identifier")
+    return name
+
+
+Identifier = Annotated[str, AfterValidator(identifier)]
 
 
 def text_values(value: Any) -> Any:
@@ -60,20 +70,13 @@ class CatalogConfig:
         aws_conn_id: Airflow AWS connection for an ``s3://`` warehouse (else the AWS variables).
     """
 
-    name: str = "lake"
+    name: Identifier = "lake"
     uri: str = ""
     warehouse: str = ""
     type: Annotated[str, OneOf(CATALOG_TYPES)] = "jdbc"
     properties: dict[str, str] = field(default_factory=dict)
     conn_id: ConnectionId = None
     aws_conn_id: ConnectionId = None
-
-    @field_validator("name")
-    @classmethod
-    def _identifier(cls, name: str) -> str:
-        if not IDENTIFIER.match(name):
-            raise ValueError(f"{name!r} is not a valid identifier")
-        return name
 
     @field_validator("uri", "warehouse", mode="before")
     @classmethod

@@ -29,17 +29,17 @@ _DECIMAL = re.compile(r"^DECIMAL\s*\(\s*\d+\s*(,\s*\d+\s*)?\)$")
 
 
 class OptionError(ValueError):
-    """A format option has the wrong shape; the message names the option."""
+    """A format option has the wrong shape (the message says why, not which option)."""
 
 
 def _columns(value: Any) -> dict[str, str]:
     if not isinstance(value, dict) or not value:
-        raise OptionError("columns: expected a mapping of column name -> DataHub type")
+        raise OptionError("expected a mapping of column name -> DataHub type")
     columns: dict[str, str] = {}
     for name, type_name in value.items():
         text = str(type_name).strip().upper()
         if text not in DATAHUB_TUPLE_TYPES and not _DECIMAL.match(text):
-            raise OptionError(
+            raise LocatedError(
                 f"columns.{name}: unknown DataHub type {type_name!r} "
                 f"(known: {', '.join(DATAHUB_TUPLE_TYPES)}, DECIMAL(p,s))"
             )
@@ -47,18 +47,15 @@ def _columns(value: Any) -> dict[str, str]:
     return columns
 
 
-def _identifier_text(option: str) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        if not isinstance(value, str) or not value:
-            raise OptionError(f"{option}: expected a non-empty string")
-        return value
-
-    return parse
+def _identifier_text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise OptionError("expected a non-empty string")
+    return value
 
 
 def _table_name(value: Any) -> str:
     if not isinstance(value, str) or not re.match(r"^[a-z0-9][a-z0-9_]*$", value):
-        raise OptionError(f"no_set_table: {value!r} must match [a-z0-9][a-z0-9_]*")
+        raise OptionError(f"{value!r} must match [a-z0-9][a-z0-9_]*")
     return value
 
 
@@ -66,15 +63,10 @@ def _table_name(value: Any) -> str:
 FORMAT_OPTIONS: dict[str, dict[str, tuple[Callable[[Any], Any], Any]]] = {
     "datahub-tuple": {"columns": (_columns, None)},
     "aerospike": {
-        "metadata_key": (_identifier_text("metadata_key"), "metadata"),
+        "metadata_key": (_identifier_text, "metadata"),
         "no_set_table": (_table_name, "no_set"),
     },
 }
-
-
-def option_names(fmt: str) -> tuple[str, ...]:
-    """The options a format accepts."""
-    return tuple(FORMAT_OPTIONS.get(fmt, {}))
 
 
 def format_options() -> dict[str, tuple[str, ...]]:
@@ -96,13 +88,7 @@ def parse_option(name: str, value: Any) -> Any:
         for n, (parse, _) in options.items()
         if n == name
     }
-    try:
-        return parse(value)
-    except OptionError as exc:
-        message = str(exc)
-        if message.startswith(f"{name}."):
-            raise LocatedError(message) from None
-        raise OptionError(message.removeprefix(f"{name}: ")) from None
+    return parse(value)
 
 
 def option_values(fmt: str, given: dict[str, Any]) -> dict[str, Any]:
