@@ -103,8 +103,12 @@ class SmallTableRewrites:
             snapshot = table.current_snapshot()
             if snapshot is None or not copy_on_write.rewritable(table, snapshot, max_rows):
                 return None
-            if not set(columns) <= {f.name for f in table.schema().fields}:
-                return None  # a mirror altered by hand: Spark's read names what is missing
+            # The scan reads the snapshot's schema: a column added since (by hand, or for
+            # ``deletes: soft`` turned on) is not in it until the next write; Spark reads it.
+            held = snapshot.schema_id
+            schema = table.schema() if held is None else table.schemas().get(held, table.schema())
+            if not set(columns) <= {f.name for f in schema.fields}:
+                return None
             scan = table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=tuple(columns))
             tasks = list(scan.plan_files())
             rows = copy_on_write.rows_of(table, tasks, scan.projection())
