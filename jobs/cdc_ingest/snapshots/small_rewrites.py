@@ -103,11 +103,13 @@ class SmallTableRewrites:
             snapshot = table.current_snapshot()
             if snapshot is None or not copy_on_write.rewritable(table, snapshot, max_rows):
                 return None
-            # The scan reads the snapshot's schema: a column added since (by hand, or for
-            # ``deletes: soft`` turned on) is not in it until the next write; Spark reads it.
+            # A column dropped by hand is missing from the current schema, and Spark's read
+            # names it; the scan reads the snapshot's schema, where a column added since (by
+            # hand, or for ``deletes: soft`` turned on) is missing until the next write.
             held = snapshot.schema_id
             schema = table.schema() if held is None else table.schemas().get(held, table.schema())
-            if not set(columns) <= {f.name for f in schema.fields}:
+            readable = {f.name for f in schema.fields} & {f.name for f in table.schema().fields}
+            if not set(columns) <= readable:
                 return None
             scan = table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=tuple(columns))
             tasks = list(scan.plan_files())
