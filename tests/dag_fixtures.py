@@ -70,6 +70,7 @@ def config_file(tmp_path: Path) -> Path:
                   schedule: "0 3 * * *"
                   retain_snapshots: 5
                   orphan_older_than: 2d
+                  triggers: none
                 keys:
                   orders: [id]
               - name: crm_arcion

@@ -93,6 +93,7 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
 
 @pytest.mark.usefixtures("clean_env")
 def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
+    from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable
     from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
@@ -100,8 +101,15 @@ def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
 
     assert bag.import_errors == {}
     configured, default = bag.dags["maintain_orders_ld"], bag.dags["maintain_crm_arcion"]
+    # On its cron only (``triggers: none``); by default on @daily or its maintenance asset.
     assert configured.schedule == "0 3 * * *"
-    assert default.schedule == "@daily"
+    assert isinstance(default.timetable, AssetOrTimeSchedule)
+    cron = default.timetable.timetable
+    assert isinstance(cron, CronTriggerTimetable) and cron.expression == "0 0 * * *"
+    assert default.timetable.asset_condition == Asset(name="cdc_ingest.maintenance_due.crm_arcion")
+    assert "It also runs when an ingest batch leaves a table at 10 commits" in default.doc_md
+    assert "delete files per data file" in default.doc_md
+    assert "It also runs" not in configured.doc_md
     assert "keeping the last 5 snapshots" in configured.doc_md
     assert "older than 2d" in configured.doc_md
     assert "keeping the snapshots of the last 7d" in default.doc_md
@@ -325,6 +333,12 @@ def test_apply_batch_emits_table_assets_through_its_pipelines_alias(config_file:
     bag = dagbag()
     apply = bag.dags["ingest_orders_ld"].get_task("apply_batch")
     assert apply.outlets == [AssetAlias(name="cdc_ingest.orders_ld")]
+    # With maintenance triggers (the default), the maintenance asset's alias too.
+    apply = bag.dags["ingest_crm_arcion"].get_task("apply_batch")
+    assert apply.outlets == [
+        AssetAlias(name="cdc_ingest.crm_arcion"),
+        AssetAlias(name="cdc_ingest.crm_arcion.maintenance_due"),
+    ]
     # Maintenance changes no row: its DAG has no outlets.
     assert all(not t.outlets for t in bag.dags["maintain_orders_ld"].tasks)
 

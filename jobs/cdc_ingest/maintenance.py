@@ -12,6 +12,8 @@ Per table, with Iceberg's Spark procedures:
    current one is always kept) or beyond the last N (a count), and the files only they reference.
 4. ``remove_orphan_files``: files no snapshot references, older than
    ``maintenance.orphan_older_than`` (left by failed writes).
+5. The snapshot it leaves is recorded in the table's ``cdc-ingest.maintained-snapshot-id``
+   property: the table's read debt (:mod:`cdc_ingest.read_debt`) counts from it again.
 
 Before them, with ``maintenance.tombstone_retention``, the tombstones of the pipeline's mirrors
 written by batches that finished longer ago than the retention are dropped (``expire_tombstones``),
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from cdc_ingest.catalog_commits import execute
 from cdc_ingest.maintenance_config import format_duration
+from cdc_ingest.read_debt import MAINTAINED_SNAPSHOT
 from cdc_ingest.record.batches import written_tables
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.sql_text import literal
@@ -216,6 +219,17 @@ def _on_local_disk(spark: SparkSession, name: str) -> bool:
     return not str(location).startswith(("s3://", "s3a://", "s3n://", "gs://", "abfs"))
 
 
+def _mark_maintained(spark: SparkSession, name: str) -> None:
+    """Record the snapshot maintenance left, from which the table's read debt counts again."""
+    main = spark.sql(f"SELECT snapshot_id FROM {name}.refs WHERE name = 'main'").first()
+    if main is not None:
+        execute(
+            spark,
+            f"ALTER TABLE {name} SET TBLPROPERTIES "
+            f"('{MAINTAINED_SNAPSHOT}' = '{int(main['snapshot_id'])}')",
+        ).collect()
+
+
 def _maintain_table(
     spark: SparkSession,
     catalog: str,
@@ -257,6 +271,7 @@ def _maintain_table(
         f"{prefix_listing})"
     ).collect()
     result.orphan_files_removed = len(orphans)
+    _mark_maintained(spark, name)
     data_after, deletes_after, snapshots_after = _counts(spark, name)
     result.data_files = (data_before, data_after)
     result.delete_files = (deletes_before, deletes_after)

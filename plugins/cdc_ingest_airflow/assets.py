@@ -7,6 +7,11 @@ stable scheme over the catalog, namespace and table names: ``iceberg://<catalog>
 run time, so ``apply_batch`` declares an asset alias per pipeline (``cdc_ingest.<pipeline>``) and
 attaches each event to the table's asset through it. Each event's ``extra`` holds the batch's
 counts for that table.
+
+A batch that leaves a table's reads needing maintenance (``maintenance.triggers``) also emits an
+event of the pipeline's maintenance asset (``cdc_ingest.maintenance_due.<pipeline>``), through an
+alias of its own so that batches owing nothing emit none; ``maintain_<pipeline>`` is scheduled on
+that asset as well as on its schedule. The event's ``extra`` names each due table and why.
 """
 
 from __future__ import annotations
@@ -28,6 +33,33 @@ def table_uri(catalog: str, namespace: str, table: str) -> str:
 def pipeline_alias(pipeline: str) -> AssetAlias:
     """The alias through which a pipeline's ``apply_batch`` emits its tables' events."""
     return AssetAlias(name=f"cdc_ingest.{pipeline}")
+
+
+def maintenance_asset(pipeline: str) -> Asset:
+    """The asset whose events make ``maintain_<pipeline>`` run: a batch left a table due."""
+    return Asset(name=f"cdc_ingest.maintenance_due.{pipeline}")
+
+
+def maintenance_alias(pipeline: str) -> AssetAlias:
+    """The alias through which ``apply_batch`` emits the maintenance asset's event, when due."""
+    return AssetAlias(name=f"cdc_ingest.{pipeline}.maintenance_due")
+
+
+def ingest_outlets(pipeline: str, maintenance_triggered: bool) -> list[AssetAlias]:
+    """``apply_batch``'s outlets: the pipeline's tables' alias, and the maintenance asset's
+    alias when its ``maintenance.triggers`` are set."""
+    outlets = [pipeline_alias(pipeline)]
+    return [*outlets, maintenance_alias(pipeline)] if maintenance_triggered else outlets
+
+
+def emit_maintenance_due(outlet_events: Any, pipeline: str, due: Mapping[str, str]) -> bool:
+    """Emit the pipeline's maintenance event if ``due`` names a table (table: why); returns
+    whether it did."""
+    if not due:
+        return False
+    extra = {"pipeline": pipeline, "due": dict(sorted(due.items()))}
+    outlet_events[maintenance_alias(pipeline)].add(maintenance_asset(pipeline), extra=extra)
+    return True
 
 
 def table_events(

@@ -1,6 +1,7 @@
 """What the ingest task reports once its batch is applied: the batch's summary (read back from
-``_cdc_batches`` with pyiceberg), one asset event per table the batch changed, and the batch's
-metrics through Airflow's metrics client."""
+``_cdc_batches`` with pyiceberg), one asset event per table the batch changed, the maintenance
+asset's event when the batch left a table due for maintenance, and the batch's metrics through
+Airflow's metrics client."""
 
 from __future__ import annotations
 
@@ -8,8 +9,13 @@ from typing import Any
 
 from cdc_ingest.config import load_config
 
-from cdc_ingest_airflow.assets import emit_table_events
-from cdc_ingest_airflow.lake_state import batch_snapshots, batch_summary, pending
+from cdc_ingest_airflow.assets import emit_maintenance_due, emit_table_events, maintenance_asset
+from cdc_ingest_airflow.lake_state import (
+    batch_snapshots,
+    batch_summary,
+    maintenance_due,
+    pending,
+)
 from cdc_ingest_airflow.metrics import send_batch_metrics
 
 
@@ -27,6 +33,16 @@ def report_batch(
         context["outlet_events"], pipeline_name, catalog, namespace, summary, snapshots
     )
     log.info("asset events: %s", ", ".join(uris) or "none (no table changed)")
+    try:
+        due = maintenance_due(config_path, summary)
+    except Exception as exc:  # the batch is applied: the schedule maintains the tables later
+        log.warning("the tables' read debt could not be read: %s", exc)
+        due = {}
+    due_asset = maintenance_asset(pipeline_name)
+    if emit_maintenance_due(context["outlet_events"], pipeline_name, due):
+        for table, why in sorted(due.items()):
+            log.info("maintenance due: %s: %s", table, why)
+        log.info("asset event: %s (maintain_%s runs on it)", due_asset.name, pipeline_name)
     if summary.get("batch_id") is not None:
         waiting = pending(load_config(config_path), pipeline_name)
         sent = send_batch_metrics(summary, len(waiting.files))

@@ -48,6 +48,7 @@ from cdc_ingest.alerts_config import breaches
 from cdc_ingest.config import Config, ConfigError, PipelineConfig, load_config
 from cdc_ingest.run.options import RUN_OPTIONS
 
+from cdc_ingest_airflow.assets import ingest_outlets
 from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 from cdc_ingest_airflow.lake_state import batch_summary, has_work
 from cdc_ingest_airflow.maintenance_dag import build_maintenance_dag
@@ -208,6 +209,7 @@ def _apply_task(
         config_path=config_path,
         pipeline_name=pipeline.name,
         namespace=pipeline.namespace,
+        outlets=ingest_outlets(pipeline.name, pipeline.maintenance.triggers is not None),
         application=str(application),
         application_args=[
             "run",

@@ -6,6 +6,8 @@
   and the status page read it through too.
 - :func:`batch_summary` (the ``batch_summary`` task): the summary of the batch that this DAG run's
   ``apply_batch`` recorded in ``_cdc_batches``, returned as the task's XCom.
+- :func:`batch_snapshots` and :func:`maintenance_due` (``apply_batch``'s report): what the batch
+  committed to each table, and which of them it left due for maintenance.
 
 pyiceberg is imported when a task runs, never while the DAG file is parsed.
 """
@@ -20,6 +22,7 @@ from typing import Any
 
 from cdc_ingest.config import Config, load_config
 from cdc_ingest.landing.zones import list_landed
+from cdc_ingest.read_debt import ReadDebt
 from cdc_ingest.run.options import forces_run
 from cdc_ingest.state.lake import (
     CatalogMissing,
@@ -141,6 +144,34 @@ def batch_snapshots(config_path: str, summary: Mapping[str, Any]) -> dict[str, d
             mine["history_snapshots"] = kept["snapshots"]
         found[name] = mine
     return found
+
+
+def maintenance_due(config_path: str, summary: Mapping[str, Any]) -> dict[str, str]:
+    """The tables the batch of ``summary`` wrote (mirrors, their history tables) whose read debt
+    reached the pipeline's ``maintenance.triggers``, each with why (:mod:`cdc_ingest.read_debt`)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    tables = sorted(summary.get("tables") or {})
+    if summary.get("batch_id") is None or not tables:
+        return {}
+    config = load_config(config_path)
+    pipeline = config.pipeline(str(summary["pipeline"]))
+    triggers = pipeline.maintenance.triggers
+    if triggers is None:
+        return {}
+    environ = {**os.environ, **catalog_environment(config.catalog)}
+    catalog = open_catalog(config.catalog, environ)
+    written = tables + sorted(pipeline.tables.history_tables(tables).values())
+    due: dict[str, str] = {}
+    for name in written:
+        try:
+            table = catalog.load_table((pipeline.namespace, name))
+        except NoSuchTableError:
+            continue
+        why = ReadDebt.of(table).due(triggers)
+        if why is not None:
+            due[name] = why
+    return due
 
 
 def _committed(catalog: Any, namespace: str, table: str, batch_id: int) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 Its one task, ``maintain_tables``, runs the package's ``ingest_job.py maintain --config <file>
 --pipeline <name>`` (see :mod:`cdc_ingest.maintenance`) through the same Spark connection, jars
-and settings as the ingest DAG. The schedule is the pipeline's ``maintenance.schedule``
-(``@daily`` unless set).
+and settings as the ingest DAG. It runs on the pipeline's ``maintenance.schedule`` (``@daily``
+unless set) and, unless ``maintenance.triggers`` is none, whenever an ingest batch leaves a table
+due for maintenance (the pipeline's maintenance asset, :mod:`cdc_ingest_airflow.assets`): Airflow's
+``AssetOrTimeSchedule``. Events that arrive while it runs make one more run.
 
 It never overlaps the ingest DAG's ``apply_batch`` of the same namespace: the job holds the
 namespace's lock exclusively, ingest runs hold it shared (:mod:`cdc_ingest.state.locks`). The
@@ -18,11 +20,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, AssetOrTimeSchedule, CronTriggerTimetable
 from cdc_ingest.config import Config, PipelineConfig
 from cdc_ingest.maintenance_config import format_duration
 
+from cdc_ingest_airflow.assets import maintenance_asset
 from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
 from cdc_ingest_airflow.spark_job import (
     JARS_MACRO,
@@ -54,6 +58,32 @@ def _tombstones(pipeline: PipelineConfig) -> str:
     return f" First it drops the tombstones older than {format_duration(retention)}."
 
 
+def maintenance_schedule(pipeline: PipelineConfig) -> Any:
+    """The schedule of ``maintain_<pipeline>``: its cron or preset, its maintenance asset, both
+    (whichever comes first), or none."""
+    cron = pipeline.maintenance.schedule
+    if pipeline.maintenance.triggers is None:
+        return cron
+    asset = maintenance_asset(pipeline.name)
+    if cron is None:
+        return [asset]
+    return AssetOrTimeSchedule(timetable=CronTriggerTimetable(cron, timezone="UTC"), assets=asset)
+
+
+def _triggered(pipeline: PipelineConfig) -> str:
+    triggers = pipeline.maintenance.triggers
+    if triggers is None:
+        return ""
+    named = []
+    if triggers.commits is not None:
+        named.append(f"{triggers.commits} commits of small or delete files since its last one")
+    if triggers.delete_files_per_data_file is not None:
+        named.append(f"{triggers.delete_files_per_data_file:g} delete files per data file")
+    if not named:
+        return ""
+    return f" It also runs when an ingest batch leaves a table at {' or '.join(named)}."
+
+
 def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
     """The maintenance DAG of one pipeline.
 
@@ -75,7 +105,7 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             f"Compaction, snapshot expiry and orphan removal for the tables pipeline "
             f"{pipeline.name} writes in {config.catalog.name}.{pipeline.namespace}"
         ),
-        schedule=pipeline.maintenance.schedule,
+        schedule=maintenance_schedule(pipeline),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -88,6 +118,7 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             f"{format_duration(pipeline.maintenance.orphan_older_than)}) on every table pipeline "
             f"`{pipeline.name}` writes in `{pipeline.namespace}`, holding the namespace's lock: "
             f"ingest waits for it, and it waits for ingest.{_tombstones(pipeline)}"
+            f"{_triggered(pipeline)}"
         ),
     ) as dag:
         IngestSparkSubmitOperator(

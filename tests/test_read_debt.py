@@ -1,0 +1,126 @@
+"""A table's read debt (``cdc_ingest.read_debt``) on real tables, and when it makes maintenance
+due: counted from the batches' own commits, reset by ``maintain``.
+
+The commits each batch makes are written here by hand (a create, a MERGE, a rewrite of a small
+table); the live files are checked against Iceberg's own metadata tables read by Spark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cdc_ingest.maintenance_config import MaintenanceTriggers
+from cdc_ingest.read_debt import MAINTAINED_SNAPSHOT, ReadDebt
+from conftest import Lake
+
+
+def _canal(op: str, row: dict[str, Any], es: int) -> dict[str, Any]:
+    return {
+        "data": [row],
+        "database": "shop",
+        "es": es,
+        "id": es,
+        "isDdl": False,
+        "mysqlType": {"id": "int", "v": "varchar(10)"},
+        "old": None,
+        "pkNames": ["id"],
+        "sql": "",
+        "table": "orders",
+        "ts": es,
+        "type": op,
+    }
+
+
+def _debt(lake: Lake) -> tuple[ReadDebt, Any]:
+    from cdc_ingest.config import load_config
+    from cdc_ingest.state.lake import open_catalog
+
+    table = open_catalog(load_config(lake.config_path).catalog).load_table("ods.orders")
+    return ReadDebt.of(table), table
+
+
+def _live_files(lake: Lake) -> tuple[int, int]:
+    """Data files and delete files of the table's current snapshot, from Iceberg's ``files``."""
+    lake.table("orders")
+    rows = lake.spark.sql(f"SELECT content FROM {lake.catalog}.ods.orders.files").collect()
+    return sum(r["content"] == 0 for r in rows), sum(r["content"] != 0 for r in rows)
+
+
+def _maintain(lake: Lake) -> None:
+    from cdc_ingest.config import load_config
+    from cdc_ingest.maintenance import maintain_pipeline
+
+    maintain_pipeline(lake.spark, load_config(lake.config_path), "shop")
+
+
+def test_merged_batches_add_debt_until_maintain(lake: Lake) -> None:
+    lake.add_pipeline("shop", "canal-json")
+    lake.route_at(rewritten_rows=0)  # merged by Spark: new data files and position deletes
+    batches = [
+        [_canal("INSERT", {"id": 1, "v": "a"}, 1), _canal("INSERT", {"id": 2, "v": "b"}, 2)],
+        [_canal("UPDATE", {"id": 1, "v": "a2"}, 3)],
+        [_canal("DELETE", {"id": 2, "v": "b"}, 4)],
+    ]
+    counted = []
+    for number, lines in enumerate(batches, 1):
+        lake.land("shop", f"{number:03}.json", lines)
+        lake.run("shop")
+        debt, _ = _debt(lake)
+        counted.append(debt.commits)
+        assert (debt.data_files, debt.delete_files) == _live_files(lake)
+    # The create's small file, then each MERGE's delete file (and the update's new row).
+    assert counted == [1, 2, 3]
+    debt, _ = _debt(lake)
+    assert debt.delete_files >= 1
+    assert debt.due(MaintenanceTriggers(commits=3)) == (
+        "3 commits of small or delete files since its last maintenance (trigger: 3)"
+    )
+    assert debt.due(MaintenanceTriggers(commits=4)) is None
+    assert debt.due(None) is None
+
+    _maintain(lake)
+    debt, table = _debt(lake)
+    assert debt == ReadDebt(data_files=1, delete_files=0, commits=0)
+    assert table.properties[MAINTAINED_SNAPSHOT] == str(table.current_snapshot().snapshot_id)
+    assert lake.rows("orders") == [{"id": 1, "v": "a2"}]
+
+    lake.land("shop", "004.json", [_canal("INSERT", {"id": 3, "v": "c"}, 5)])
+    lake.run("shop")
+    assert _debt(lake)[0].commits == 1
+
+
+def test_a_small_table_rewritten_whole_owes_nothing_and_maintain_resets_its_count(
+    lake: Lake,
+) -> None:
+    lake.add_pipeline("shop", "canal-json")
+    lake.land("shop", "001.json", [_canal("INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.run("shop")
+    assert _debt(lake)[0] == ReadDebt(data_files=1, delete_files=0, commits=1)
+    # The default route rewrites a small table's one file: one added, one removed.
+    lake.land("shop", "002.json", [_canal("UPDATE", {"id": 1, "v": "a2"}, 2)])
+    lake.run("shop")
+    assert _debt(lake)[0] == ReadDebt(data_files=1, delete_files=0, commits=1)
+    # One file: compaction rewrites nothing (no replace snapshot), the recorded snapshot resets.
+    _maintain(lake)
+    debt, table = _debt(lake)
+    assert debt == ReadDebt(data_files=1, delete_files=0, commits=0)
+    assert all(s.summary.operation.value != "replace" for s in table.snapshots())
+
+
+@pytest.mark.parametrize(
+    ("debt", "why"),
+    [
+        (ReadDebt(data_files=8, delete_files=4, commits=1), "4 delete files on 8 data files"),
+        (ReadDebt(data_files=20, delete_files=9, commits=1), None),
+        # A few delete files are no debt, whatever the ratio.
+        (ReadDebt(data_files=1, delete_files=3, commits=1), None),
+        (ReadDebt(data_files=0, delete_files=4, commits=1), "4 delete files on 0 data files"),
+    ],
+)
+def test_delete_files_per_data_file(debt: ReadDebt, why: str | None) -> None:
+    triggers = MaintenanceTriggers(commits=None, delete_files_per_data_file=0.5)
+    found = debt.due(triggers)
+    assert (found if found is None else found.split(" (")[0]) == why
+    if why is not None:
+        assert found == f"{why} (trigger: 0.5 per data file)"
