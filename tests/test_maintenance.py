@@ -362,3 +362,93 @@ def test_maintain_on_a_rest_catalog_over_s3_compacts_and_removes_orphan_objects(
     assert _files(mirror) == (1, 0) and len(mirror.snapshots()) == 1
     rows = mirror.scan(selected_fields=("id", "balance")).to_arrow().to_pylist()
     assert sorted(rows, key=lambda r: r["id"]) == EXPECTED
+
+
+def _maintenance_events(airflow_home: Path, pipeline: str) -> list[dict[str, object]]:
+    import sqlite3
+
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE a.name = ? ORDER BY e.id",
+            (f"cdc_ingest.maintenance_due.{pipeline}",),
+        ).fetchall()
+    return [json.loads(r[0]) for r in rows]
+
+
+def _queued_runs(airflow_home: Path) -> list[str]:
+    """The DAGs an asset event queued a run of (what the scheduler starts next)."""
+    import sqlite3
+
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute("SELECT target_dag_id FROM asset_dag_run_queue").fetchall()
+    return sorted(r[0] for r in rows)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("warm_engine")
+def test_a_batch_that_leaves_a_table_due_queues_its_maintenance(tmp_path: Path) -> None:
+    """``maintenance.triggers.commits: 2``, through ``airflow dags test``: the create is one
+    commit of a small file, the MERGE of the second batch another (its delete file): only the
+    second batch's ``apply_batch`` emits the maintenance asset's event, which queues a run of
+    ``maintain_accounts``; after maintenance the next MERGE is one commit again, not due."""
+    import yaml
+    from airflow_runner import airflow, airflow_env, migrate, require_stack, tail, task_states
+
+    require_stack()
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    catalog_uri, warehouse = f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/warehouse"
+    config = tmp_path / "pipelines.yaml"
+    pipeline = {
+        "name": "accounts",
+        "format": "arcion",
+        "landing": landing.as_uri(),
+        "namespace": "ods",
+        "retries": 0,
+        "maintenance": {"schedule": None, "triggers": {"commits": 2}},
+        **FORMATS["arcion"]["options"],
+        **MERGED,
+    }
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "catalog": {"name": "lake", "uri": catalog_uri, "warehouse": warehouse},
+                "pipelines": [pipeline],
+            }
+        )
+    )
+    home = tmp_path / "airflow"
+    env = airflow_env(home, config)
+    migrate(env, tmp_path)
+    # The maintenance DAG must be known, and unpaused, when the event arrives.
+    assert (done := airflow(["dags", "reserialize"], env, tmp_path)).returncode == 0, tail(done)
+    done = airflow(["dags", "unpause", "maintain_accounts"], env, tmp_path)
+    assert done.returncode == 0, tail(done)
+    c = Changes("arcion")
+    batches = [
+        [c.insert(_row(1, 1), 1000), c.insert(_row(2, 2), 1001)],
+        [c.update(_row(1, 1), _row(1, 10), 2000)],
+        [c.update(_row(1, 10), _row(1, 20), 3000)],
+    ]
+
+    def ingest(number: int) -> None:
+        (landing / f"{number:03}.json").write_text(
+            "\n".join(x if isinstance(x, str) else json.dumps(x) for x in batches[number])
+        )
+        done = airflow(["dags", "test", "ingest_accounts"], env, tmp_path)
+        assert done.returncode == 0, tail(done)
+
+    ingest(0)
+    assert _maintenance_events(home, "accounts") == []
+    assert _queued_runs(home) == []
+    ingest(1)
+    why = "2 commits of small or delete files since its last maintenance (trigger: 2)"
+    assert _maintenance_events(home, "accounts") == [{"pipeline": "accounts", "due": {TABLE: why}}]
+    assert _queued_runs(home) == ["maintain_accounts"]
+
+    maintained = airflow(["dags", "test", "maintain_accounts"], env, tmp_path)
+    assert maintained.returncode == 0, tail(maintained)
+    assert {"maintain_tables": "success"} in task_states(home, "maintain_accounts").values()
+    ingest(2)
+    assert len(_maintenance_events(home, "accounts")) == 1

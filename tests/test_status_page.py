@@ -60,7 +60,8 @@ def canal(op: str, row: dict[str, str], es: int) -> dict[str, Any]:
 def filled_lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
     """Two applied batches of ``shop``, one pending file, and two pipelines that never ran."""
     lake = Lake(root=tmp_path_factory.mktemp("status-lake"), spark=spark, catalog="status_lake")
-    landing = lake.add_pipeline("shop", "canal-json")
+    # Maintenance due after two commits of small or delete files (the batches make four).
+    landing = lake.add_pipeline("shop", "canal-json", maintenance={"triggers": {"commits": 2}})
     shutil.copy(FIXTURES / "canal-json" / "schema-change.jsonl", landing / "shop-0001.jsonl")
     lake.land("shop", "shop-0002.jsonl", ['{"broken'])
     first = lake.run("shop")
@@ -155,7 +156,10 @@ def test_page_shows_each_pipeline_in_a_browser(server: ApiServer, filled_lake: L
         _count(filled_lake, f"orders.{kind}") for kind in ("delete_files", "data_files")
     )
     assert deletes >= 1
-    files = f"{deletes} on {data} data files"
+    # Batch 1's append of ids 1 and 2, its fill of the added column's default into them, its
+    # merge of the changes after the DDL; batch 2's merge: four commits with small or delete files.
+    due = "4 commits of small or delete files since its last maintenance (trigger: 2)"
+    files = f"{deletes} on {data} data files; maintenance due: {due}"
     assert page.rows[("shop", "table")] == [["orders", "3", "2", "1", "1", "1", "1", files, "", ""]]
     assert filled_lake.table("orders").count() == 3
     # Checkpoints: batches 1 and 2 applied three files; shop-0004.jsonl landed afterwards.
@@ -236,6 +240,9 @@ def test_json_endpoint_serves_the_same_data(server: ApiServer, filled_lake: Lake
             "history_rows": None,
             "data_files": _count(filled_lake, "orders.data_files"),
             "delete_files": _count(filled_lake, "orders.delete_files"),
+            "maintenance_due": (
+                "4 commits of small or delete files since its last maintenance (trigger: 2)"
+            ),
             "expectations": {},
         }
     ]

@@ -20,6 +20,7 @@ from typing import Any
 from cdc_ingest.catalog.properties import scrub, secret_values
 from cdc_ingest.config import CatalogConfig, PipelineConfig, load_config
 from cdc_ingest.landing.zones import list_landed
+from cdc_ingest.read_debt import ReadDebt
 from cdc_ingest.state.lake import (
     CatalogMissing,
     checkpoint_state,
@@ -194,7 +195,9 @@ def _table_rows(catalog: Any, pipeline: PipelineConfig, status: PipelineStatus) 
         if table.exists:
             loaded = catalog.load_table((namespace, table.name))
             table.rows = _live_rows(loaded)
-            table.data_files, table.delete_files = _files(loaded)
+            debt = ReadDebt.of(loaded)
+            table.data_files, table.delete_files = debt.data_files, debt.delete_files
+            table.maintenance_due = debt.due(pipeline.maintenance.triggers)
         table.history = histories.get(table.name)
         if table.history is not None and table.history in existing:
             table.history_rows = _live_rows(catalog.load_table((namespace, table.history)))
@@ -308,16 +311,6 @@ def _live_rows(table: Any) -> int | None:
     if records is None:
         return None
     return int(records) - int(summary.get("total-position-deletes", "0") or 0)
-
-
-def _files(table: Any) -> tuple[int, int]:
-    """Data files and delete files in the current snapshot, as its summary totals them."""
-    snapshot = table.current_snapshot()
-    summary = snapshot.summary if snapshot is not None else {}
-    return (
-        int(summary.get("total-data-files", "0") or 0),
-        int(summary.get("total-delete-files", "0") or 0),
-    )
 
 
 def _dead_letter(row: dict[str, Any]) -> DeadLetter:

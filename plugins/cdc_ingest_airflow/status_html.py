@@ -80,10 +80,11 @@ def _history(t: TableStatus) -> str:
 
 def _files(t: TableStatus) -> str:
     """The table's delete files against its data files (``2 on 5 data files``): what each read
-    merges until ``maintain`` compacts them."""
+    merges until ``maintain`` compacts them; and whether its triggers make maintenance due."""
     if t.data_files is None or t.delete_files is None:
         return ""
-    return f"{t.delete_files} on {t.data_files} data files"
+    due = "" if t.maintenance_due is None else f"; maintenance due: {t.maintenance_due}"
+    return f"{t.delete_files} on {t.data_files} data files{due}"
 
 
 def _expectations(t: TableStatus) -> str:

@@ -32,6 +32,8 @@ class TableStatus:
     # readers, which each read merges with the data files until ``maintain`` compacts them.
     data_files: int | None = None
     delete_files: int | None = None
+    # Why its ``maintenance.triggers`` make maintenance due (cdc_ingest.read_debt), if they do.
+    maintenance_due: str | None = None
     # Its expectations' violations in that batch: rule -> (on_violation, changes).
     expectations: dict[str, tuple[str, int]] = field(default_factory=dict)
 
