@@ -16,9 +16,12 @@ own):
    - pyiceberg's ``Table.upsert`` (plus ``Table.delete`` for the deletes) on a tenth of the rows
      and changes, scaled by ten.
 2. ``50 batches``: 50 consecutive runs of 2,000 changes each; the last 10 against the first 10.
+   After each, ``maintain`` runs when the batch left the mirror due under the pipeline's
+   ``maintenance.triggers`` (the defaults), as the ingest DAG's event would have it run:
+   ``maintain when due`` reports those runs' CPU-s against the 50 batches'.
    Then ``1 line into it``: a 1-line batch into the same mirror, against the guarded hand MERGE
    of the same line (reported, no target: what a small batch pays for the table's size).
-   ``reads``: the mirror as those batches left it (position-delete files and all), read by a
+   ``reads``: the mirror as those batches (and that maintenance) left it, read by a
    warm full scan and 100 point lookups through Spark and through pyiceberg (bench_reads.py),
    against the same reads after ``maintain`` (3.).
 3. ``after maintain``: one ``maintain`` of the pipeline, then every table of its namespace (mirror
@@ -54,7 +57,7 @@ from cdc_ingest.config import load_config  # noqa: E402
 from scripts.benchmarks.bench_engine import SessionBatches, add_route_argument, batches_for  # noqa: E402
 from scripts.benchmarks.bench_history import historied_pipeline, history_shapes  # noqa: E402
 from scripts.benchmarks.bench_metadata import after_maintain, namespace_metadata  # noqa: E402
-from scripts.benchmarks.bench_phases import render_phases  # noqa: E402
+from scripts.benchmarks.bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
 from scripts.benchmarks.bench_reads import ReadCosts, read_costs, read_shapes  # noqa: E402
 from scripts.benchmarks.bench_references import (  # noqa: E402
     hand_merge,
@@ -102,6 +105,7 @@ class Steady:
         self.problems: list[str] = []
         self.landed = 0  # batches landed, each in a folder of its own
         self.timings: Any = None  # the last batch's stages
+        self.maintained: list[float] = []  # CPU-s of each maintenance the triggers called for
         self.config_path = workdir / "pipelines.yaml"
         doc = {
             "catalog": {
@@ -201,11 +205,33 @@ class Steady:
             expect = {"inserted": inserts, "updated": updates, "deleted": deletes}
             self.run(warm_up, expect, pipeline)
 
+    def maintain_when_due(self, pipeline: str = "steady") -> None:
+        """Maintain the pipeline's tables when the batch left its mirror due under its
+        ``maintenance.triggers``, as the ingest DAG's event would; its CPU-s go to
+        ``self.maintained``."""
+        from cdc_ingest.maintenance import maintain_pipeline
+        from cdc_ingest.read_debt import ReadDebt
+        from cdc_ingest.state.lake import open_catalog
+
+        namespace = self.config.pipeline(pipeline).namespace
+        table = open_catalog(self.catalog).load_table((namespace, TABLE))
+        if ReadDebt.of(table).due(self.config.pipeline(pipeline).maintenance.triggers) is None:
+            return
+        cpu = tree_cpu_seconds()
+        maintain_pipeline(self.spark, self.config, pipeline)
+        self.maintained.append(tree_cpu_seconds() - cpu)
+
     def micro_batches(
-        self, first_key: int, start_ts: int, pipeline: str = "steady", count: int = MICRO_BATCHES
+        self,
+        first_key: int,
+        start_ts: int,
+        pipeline: str = "steady",
+        count: int = MICRO_BATCHES,
+        maintained: bool = False,
     ) -> list[float]:
         """CPU seconds of each of ``count`` batches of ``MICRO_CHANGES`` changes, on held keys
-        from ``first_key`` on (none changed before) and fresh ones."""
+        from ``first_key`` on (none changed before) and fresh ones; ``maintained``: maintenance
+        runs whenever a batch leaves the mirror due (``maintain_when_due``)."""
         spent: list[float] = []
         quarter = MICRO_CHANGES // 4
         ts = start_ts
@@ -223,6 +249,8 @@ class Steady:
             ts += MICRO_CHANGES
             expect = {"inserted": quarter, "updated": 2 * quarter, "deleted": quarter}
             spent.append(self.run(lines, expect, pipeline))
+            if maintained:
+                self.maintain_when_due(pipeline)
         return spent
 
 
@@ -309,8 +337,19 @@ def main(argv: list[str] | None = None) -> int:
                     1.0,
                 )
             )
-            spent = bench.micro_batches(total, 10_000_000)
+            spent = bench.micro_batches(total, 10_000_000, maintained=True)
             first, last = sum(spent[:10]), sum(spent[-10:])
+            # What the reads' upkeep cost: maintenance each time the triggers called for it.
+            shapes.append(
+                Shape(
+                    "maintain when due",
+                    f"{len(bench.maintained)} runs: {sum(bench.maintained):.1f} s",
+                    f"50 batches: {sum(spent):.1f} s",
+                    sum(bench.maintained) / sum(spent),
+                    0.0,
+                    ("reported", True),
+                )
+            )
             shapes.append(
                 Shape(
                     "50 batches",
