@@ -95,6 +95,7 @@ def test_one_dag_per_pipeline(config_file: Path) -> None:
 def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
     from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable
     from cdc_ingest_airflow.ingest_operator import IngestSparkSubmitOperator
+    from cdc_ingest_airflow.maintenance_dag import DUE_ARG
 
     os.environ["CDC_INGEST_CONFIG"] = str(config_file)
     bag = dagbag()
@@ -129,6 +130,8 @@ def test_one_maintenance_dag_per_pipeline(config_file: Path) -> None:
             str(config_file.resolve()),
             "--pipeline",
             name,
+            # Only a run the maintenance asset started passes --due (orders_ld has no triggers).
+            *([] if name == "orders_ld" else [DUE_ARG]),
         ]
         assert task._conn_id == "spark_local"
         assert task.jars == "{{ cdc_ingest_jars() }}"
@@ -405,3 +408,21 @@ def test_alerts_are_validated_and_found_in_a_batch_summary() -> None:
         parse_alerts({"lag": "1m"})
     with pytest.raises(ConfigError, match="not the import path of a notifier class"):
         parse_alerts({"notifier": "smtp"})
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_only_a_run_the_maintenance_asset_started_maintains_the_due_tables(
+    config_file: Path,
+) -> None:
+    from airflow.utils.types import DagRunType
+    from cdc_ingest_airflow.maintenance_dag import DUE_ARG
+
+    os.environ["CDC_INGEST_CONFIG"] = str(config_file)
+    task = dagbag().dags["maintain_crm_arcion"].get_task("maintain_tables")
+    for run_type, flag in (
+        (DagRunType.ASSET_TRIGGERED, "--due"),
+        (DagRunType.SCHEDULED, ""),
+        (DagRunType.MANUAL, ""),
+    ):
+        context = {"dag_run": dataclasses.make_dataclass("Run", ["run_type"])(run_type)}
+        assert task.render_template(DUE_ARG, context) == flag

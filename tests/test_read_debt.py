@@ -124,3 +124,65 @@ def test_delete_files_per_data_file(debt: ReadDebt, why: str | None) -> None:
     assert (found if found is None else found.split(" (")[0]) == why
     if why is not None:
         assert found == f"{why} (trigger: 0.5 per data file)"
+
+
+def _items(op: str, row: dict[str, Any], es: int) -> dict[str, Any]:
+    return {**_canal(op, row, es), "table": "items"}
+
+
+@pytest.mark.usefixtures("warm_engine")  # the CLI's run goes to the worker's engine
+def test_maintain_due_compacts_only_the_due_tables_and_leaves_orphans(lake: Lake) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    lake.add_pipeline("shop", "canal-json", maintenance={"triggers": {"commits": 3}})
+    lake.route_at(rewritten_rows=0)
+    lake.land(
+        "shop",
+        "001.json",
+        [_canal("INSERT", {"id": 1, "v": "a"}, 1), _items("INSERT", {"id": 1, "v": "x"}, 2)],
+    )
+    lake.run("shop")
+    for number in (2, 3):
+        lake.land(
+            "shop",
+            f"00{number}.json",
+            [_canal("UPDATE", {"id": 1, "v": f"a{number}"}, 10 * number)],
+        )
+        lake.run("shop")
+    # orders: its create and two merges (3 commits, due); items: its create only.
+    assert _debt(lake)[0].commits == 3
+    data = Path(_debt(lake)[1].location().removeprefix("file:")) / "data"
+    orphan = data / "orphan.parquet"
+    orphan.write_bytes(b"left by a failed write")
+    old = time.time() - 30 * 86400
+    os.utime(orphan, (old, old))
+
+    cli = str(Path(sys.executable).parent / "cdc-ingest")
+    flags = ["--config", str(lake.config_path), "--pipeline", "shop", "--json"]
+    done = subprocess.run([cli, "maintain", *flags, "--due"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    why = "{} commits of small or delete files since its last maintenance (trigger: 3)"
+    # The system tables too: a batch appends once to _cdc_batches, twice to _cdc_checkpoints
+    # (its files planned, then committed). items, created once, is not due.
+    assert {t["table"]: t["due"] for t in summary["tables"]} == {
+        "_cdc_batches": why.format(3),
+        "_cdc_checkpoints": why.format(6),
+        "orders": why.format(3),
+    }
+    assert summary["due_only"] is True
+    assert "orders: due: " + why.format(3) in done.stdout
+    assert _debt(lake)[0] == ReadDebt(data_files=1, delete_files=0, commits=0)
+    assert orphan.exists()  # orphan files wait for the full run
+    assert lake.rows("orders") == [{"id": 1, "v": "a3"}]
+
+    done = subprocess.run([cli, "maintain", *flags], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    tables = [t["table"] for t in json.loads(done.stdout.strip().splitlines()[-1])["tables"]]
+    assert "items" in tables and "orders" in tables
+    assert not orphan.exists()

@@ -64,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     maintain.add_argument("--config", required=True, help="pipelines YAML file")
     maintain.add_argument("--pipeline", required=True, help="pipeline name")
     maintain.add_argument("--json", action="store_true", help="print the summary JSON as last line")
+    maintain.add_argument(
+        "--due",
+        action="store_true",
+        help="only the tables maintenance.triggers make due (compaction and snapshot expiry)",
+    )
     maintain.add_argument("--cold", action="store_true", help=COLD_HELP)
     engine = commands.add_parser(
         "engine", help="start, inspect or stop the warm engine that runs batches (docs/engine.md)"
@@ -258,7 +263,7 @@ def execute(
         return _fail(f"pipeline {pipeline.name}: {exc}")
 
     if args.command == "maintain":
-        return _maintain(config, pipeline.name, args.json, sessions)
+        return _maintain(config, pipeline.name, args.json, sessions, args.due)
     return _run(config, pipeline, options, sessions, started, args.json)
 
 
@@ -352,14 +357,16 @@ def _print_summary(summary: RunSummary | MaintenanceSummary, as_json: bool) -> i
     return EXIT_OK
 
 
-def _maintain(config: Config, pipeline_name: str, as_json: bool, sessions: SessionFactory) -> int:
+def _maintain(
+    config: Config, pipeline_name: str, as_json: bool, sessions: SessionFactory, due_only: bool
+) -> int:
     from cdc_ingest.maintenance import maintain_pipeline
     from cdc_ingest.spark_session import EnvironmentProblem
     from cdc_ingest.state.locks import NamespaceLocked
 
     try:
         spark = sessions(config.catalog, f"cdc-ingest-maintain-{pipeline_name}", None, None)
-        summary = maintain_pipeline(spark, config, pipeline_name)
+        summary = maintain_pipeline(spark, config, pipeline_name, due_only=due_only)
     except (EnvironmentProblem, NamespaceLocked) as exc:
         return _fail(f"pipeline {pipeline_name}: {exc}")
     except Exception as exc:

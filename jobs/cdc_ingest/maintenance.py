@@ -64,6 +64,7 @@ class TableMaintenance:
     """What maintenance did to one table."""
 
     table: str
+    due: str | None = None  # why its triggers made it due, in a run of the due tables only
     data_files: tuple[int, int] = (0, 0)  # before, after
     delete_files: tuple[int, int] = (0, 0)
     snapshots: tuple[int, int] = (0, 0)
@@ -83,6 +84,7 @@ class MaintenanceSummary:
     tables: list[TableMaintenance] = field(default_factory=list)
     tombstones_expired: int = 0
     tombstone_retention: str | None = None  # as the config gives it (``7d``), if set
+    due_only: bool = False  # only the tables the triggers made due, without orphan removal
 
     def to_json(self) -> str:
         """The summary as one JSON object (the last line of ``maintain --json``)."""
@@ -90,8 +92,11 @@ class MaintenanceSummary:
 
     def render(self) -> str:
         """Human-readable lines, one per table."""
-        lines = [f"pipeline {self.pipeline}: maintained {len(self.tables)} tables"]
+        scope = " due for it" if self.due_only else ""
+        lines = [f"pipeline {self.pipeline}: maintained {len(self.tables)} tables{scope}"]
         for t in self.tables:
+            if t.due is not None:
+                lines.append(f"  {t.table}: due: {t.due}")
             lines.append(
                 f"  {t.table}: data files {t.data_files[0]} -> {t.data_files[1]}, "
                 f"delete files {t.delete_files[0]} -> {t.delete_files[1]}, "
@@ -230,6 +235,42 @@ def _mark_maintained(spark: SparkSession, name: str) -> None:
         ).collect()
 
 
+def _remove_orphans(
+    spark: SparkSession,
+    catalog: str,
+    name: str,
+    target: str,
+    now: datetime,
+    pipeline: PipelineConfig,
+) -> int:
+    """``remove_orphan_files`` on one table; returns how many files it removed."""
+    # Object stores have no directories for Hadoop to walk (and no s3:// Hadoop filesystem is on
+    # the classpath): list by prefix through the table's own FileIO there.
+    prefix_listing = "" if _on_local_disk(spark, name) else ", prefix_listing => true"
+    orphans = spark.sql(
+        f"CALL {catalog}.system.remove_orphan_files(table => {target}, "
+        f"older_than => {_timestamp(now - pipeline.maintenance.orphan_older_than)}"
+        f"{prefix_listing})"
+    ).collect()
+    return len(orphans)
+
+
+def _due_tables(config: Config, pipeline: PipelineConfig, tables: list[str]) -> dict[str, str]:
+    """The tables among ``tables`` whose read debt the pipeline's triggers make due, with why."""
+    from cdc_ingest.read_debt import ReadDebt
+    from cdc_ingest.state.lake import open_catalog
+
+    catalog = open_catalog(config.catalog)
+    due = {}
+    for table in tables:
+        why = ReadDebt.of(catalog.load_table((pipeline.namespace, table))).due(
+            pipeline.maintenance.triggers
+        )
+        if why is not None:
+            due[table] = why
+    return due
+
+
 def _maintain_table(
     spark: SparkSession,
     catalog: str,
@@ -237,11 +278,12 @@ def _maintain_table(
     table: str,
     pipeline: PipelineConfig,
     now: datetime | None,
+    due: str | None = None,
 ) -> TableMaintenance:
     name = f"{catalog}.{namespace}.{table}"
     target = f"'{namespace}.{table}'"
     data_before, deletes_before, snapshots_before = _counts(spark, name)
-    result = TableMaintenance(table)
+    result = TableMaintenance(table, due)
     rewrite = spark.sql(
         f"CALL {catalog}.system.rewrite_data_files(table => {target}, "
         f"options => {_options(REWRITE_DATA_OPTIONS)})"
@@ -262,15 +304,8 @@ def _maintain_table(
         f"CALL {catalog}.system.expire_snapshots(table => {target}, "
         f"older_than => {_timestamp(older_than)}, retain_last => {retain_last})"
     ).collect()
-    # Object stores have no directories for Hadoop to walk (and no s3:// Hadoop filesystem is on
-    # the classpath): list by prefix through the table's own FileIO there.
-    prefix_listing = "" if _on_local_disk(spark, name) else ", prefix_listing => true"
-    orphans = spark.sql(
-        f"CALL {catalog}.system.remove_orphan_files(table => {target}, "
-        f"older_than => {_timestamp(now - pipeline.maintenance.orphan_older_than)}"
-        f"{prefix_listing})"
-    ).collect()
-    result.orphan_files_removed = len(orphans)
+    if result.due is None:
+        result.orphan_files_removed = _remove_orphans(spark, catalog, name, target, now, pipeline)
     _mark_maintained(spark, name)
     data_after, deletes_after, snapshots_after = _counts(spark, name)
     result.data_files = (data_before, data_after)
@@ -280,10 +315,18 @@ def _maintain_table(
 
 
 def maintain_pipeline(
-    spark: SparkSession, config: Config, pipeline_name: str, now: datetime | None = None
+    spark: SparkSession,
+    config: Config,
+    pipeline_name: str,
+    now: datetime | None = None,
+    due_only: bool = False,
 ) -> MaintenanceSummary:
     """Compact, expire and clean every table the pipeline writes, holding the namespace's lock;
     ``now``: the moment every age is measured from (the clock's, unless a test sets it).
+
+    ``due_only`` (``maintain --due``, what a batch's maintenance event runs): only the tables
+    whose ``maintenance.triggers`` make them due (:mod:`cdc_ingest.read_debt`) are compacted and
+    their snapshots expired; tombstones and orphan files wait for the full run of the schedule.
 
     Raises:
         ConfigError: unknown pipeline.
@@ -292,9 +335,9 @@ def maintain_pipeline(
     """
     pipeline = config.pipeline(pipeline_name)
     configure_catalog(spark, config.catalog)
-    summary = MaintenanceSummary(pipeline.name, pipeline.namespace)
+    summary = MaintenanceSummary(pipeline.name, pipeline.namespace, due_only=due_only)
     retention = pipeline.maintenance.tombstone_retention
-    if retention is not None:
+    if retention is not None and not due_only:
         summary.tombstone_retention = format_duration(retention)
     with namespace_lock(
         config.catalog,
@@ -307,11 +350,16 @@ def maintain_pipeline(
             return summary
         tables = _NamespaceTables.read(spark, config, pipeline)
         moment = now or datetime.now(UTC)
-        summary.tombstones_expired = expire_tombstones(spark, config, pipeline, moment, tables)
-        for table in tables.maintained(pipeline):
+        maintained = tables.maintained(pipeline)
+        due: dict[str, str | None] = dict.fromkeys(maintained)
+        if due_only:
+            due = dict(_due_tables(config, pipeline, maintained))
+        else:
+            summary.tombstones_expired = expire_tombstones(spark, config, pipeline, moment, tables)
+        for table, why in due.items():
             summary.tables.append(
                 _maintain_table(
-                    spark, config.catalog.name, pipeline.namespace, table, pipeline, now
+                    spark, config.catalog.name, pipeline.namespace, table, pipeline, now, why
                 )
             )
     return summary

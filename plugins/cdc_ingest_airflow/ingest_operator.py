@@ -63,7 +63,9 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
             **(self.env_vars or {}),
             **job_environment(self.aws_conn_id, self.catalog, self.log),
         }
-        args = list(self.application_args or [])
+        # An argument templated to nothing (the maintenance run's ``--due``) is no argument.
+        args = [a for a in self.application_args or [] if a != ""]
+        self.application_args = args
         if not run_on_engine(self.engine_conn_id, args, self.env_vars, self.log):
             super().execute(context)
         if self.config_path and self.pipeline_name and self.catalog and self.namespace:

@@ -42,6 +42,9 @@ MAINTAIN_DAG_ID_PREFIX = "maintain_"
 MAINTAIN_TASK_ID = "maintain_tables"
 MAINTENANCE_TAG = "maintenance"
 RETRY_DELAY = timedelta(minutes=10)
+# A run a batch's maintenance event started maintains the due tables only; a scheduled or manual
+# run, all of them. The flag renders empty unless the run is asset-triggered.
+DUE_ARG = "{{ '--due' if dag_run.run_type == 'asset_triggered' else '' }}"
 
 
 def _retain(pipeline: PipelineConfig) -> str:
@@ -125,7 +128,14 @@ def build_maintenance_dag(config: Config, pipeline: PipelineConfig) -> DAG:
             task_id=MAINTAIN_TASK_ID,
             catalog=config.catalog,
             application=str(application),
-            application_args=["maintain", "--config", config_path, "--pipeline", pipeline.name],
+            application_args=[
+                "maintain",
+                "--config",
+                config_path,
+                "--pipeline",
+                pipeline.name,
+                *([DUE_ARG] if pipeline.maintenance.triggers is not None else []),
+            ],
             conn_id=config.spark.conn_id,
             engine_conn_id=config.spark.engine_conn_id,
             jars="{{ " + JARS_MACRO + "() }}",

@@ -20,6 +20,21 @@ if TYPE_CHECKING:
 
 LOOKUPS = 100
 TARGET = 1.3
+# The other ways a mirror could take the same micro-batches: (pipeline, namespace, label, the
+# table properties that make it so). Each is reported against the merge-on-read v2 mirror.
+VARIANTS = (
+    (
+        "steady_cow",
+        "shop_cow",
+        "copy-on-write",
+        {
+            "write.merge.mode": "copy-on-write",
+            "write.update.mode": "copy-on-write",
+            "write.delete.mode": "copy-on-write",
+        },
+    ),
+    ("steady_v3", "shop_v3", "format v3", {"format-version": "3"}),
+)
 
 
 @dataclass(frozen=True)
@@ -102,4 +117,29 @@ def read_shapes(piled: ReadCosts, maintained: ReadCosts) -> list[Shape]:
             TARGET,
         )
         for label, what, before, after in measured
+    ]
+
+
+def variant_shapes(
+    label: str, spent: float, merged: float, costs: ReadCosts, piled: ReadCosts
+) -> list[Shape]:
+    """A variant mirror's 50 batches and reads against the merge-on-read v2 mirror's
+    (``merged``, ``piled``): reported, no target."""
+    print(f"reads ({label}): {costs.delete_files} delete files on {costs.data_files} data files")
+    measured = (
+        ("50 batches", spent, merged),
+        ("scan", costs.scan, piled.scan),
+        ("Spark by key", costs.spark_lookups, piled.spark_lookups),
+        ("pyiceberg key", costs.pyiceberg_lookups, piled.pyiceberg_lookups),
+    )
+    return [
+        Shape(
+            f"{label}: {what}",
+            f"{label}: {mine:.1f} s",
+            f"merge-on-read v2: {theirs:.1f} s",
+            mine / theirs,
+            0.0,
+            ("reported", True),
+        )
+        for what, mine, theirs in measured
     ]

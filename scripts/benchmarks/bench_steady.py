@@ -31,6 +31,9 @@ own):
    10M rows partitioned by ``bucket(16, id)`` (``table_options``), against the unpartitioned
    mirror's (reported, no target).
 5. ``history``: the same into a third mirror that keeps an SCD type 2 history (bench_history.py).
+6. ``copy-on-write`` and ``format v3``: the same 50 micro-batches into mirrors of the same rows
+   whose MERGEs rewrite the files they touch, or write deletion vectors (``VARIANTS``), and their
+   reads, against the merge-on-read v2 mirror's (reported, no target).
 
 ``--quick``: a tenth of the rows and changes (the 50 batches keep their size).
 Exit status: 1 when a run's summary does not add up, else 0 (never on a ratio).
@@ -58,7 +61,13 @@ from scripts.benchmarks.bench_engine import SessionBatches, add_route_argument, 
 from scripts.benchmarks.bench_history import historied_pipeline, history_shapes  # noqa: E402
 from scripts.benchmarks.bench_metadata import after_maintain, namespace_metadata  # noqa: E402
 from scripts.benchmarks.bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
-from scripts.benchmarks.bench_reads import ReadCosts, read_costs, read_shapes  # noqa: E402
+from scripts.benchmarks.bench_reads import (  # noqa: E402
+    VARIANTS,
+    ReadCosts,
+    read_costs,
+    read_shapes,
+    variant_shapes,
+)
 from scripts.benchmarks.bench_references import (  # noqa: E402
     hand_merge,
     parse_baseline,
@@ -131,6 +140,17 @@ class Steady:
                     "table_options": {TABLE: {"partition_by": [BUCKET_SPEC]}},
                 },
                 historied_pipeline(TABLE, (workdir / "landing-history").as_uri()),
+                *(
+                    {
+                        "name": name,
+                        "format": "debezium-json",
+                        "landing": (workdir / f"landing-{name}").as_uri(),
+                        "namespace": namespace,
+                        "keys": {TABLE: ["id"]},
+                        "table_options": {TABLE: {"properties": properties}},
+                    }
+                    for name, namespace, _, properties in VARIANTS
+                ),
             ],
         }
         self.config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -206,8 +226,8 @@ class Steady:
             self.run(warm_up, expect, pipeline)
 
     def maintain_when_due(self, pipeline: str = "steady") -> None:
-        """Maintain the pipeline's tables when the batch left its mirror due under its
-        ``maintenance.triggers``, as the ingest DAG's event would; its CPU-s go to
+        """Maintain the pipeline's due tables (``maintain --due``) when the batch left its mirror
+        due under its ``maintenance.triggers``, as the ingest DAG's event would; its CPU-s go to
         ``self.maintained``."""
         from cdc_ingest.maintenance import maintain_pipeline
         from cdc_ingest.read_debt import ReadDebt
@@ -218,7 +238,7 @@ class Steady:
         if ReadDebt.of(table).due(self.config.pipeline(pipeline).maintenance.triggers) is None:
             return
         cpu = tree_cpu_seconds()
-        maintain_pipeline(self.spark, self.config, pipeline)
+        maintain_pipeline(self.spark, self.config, pipeline, due_only=True)
         self.maintained.append(tree_cpu_seconds() - cpu)
 
     def micro_batches(
@@ -411,6 +431,14 @@ def main(argv: list[str] | None = None) -> int:
             # The mirror as the micro-batches left it, read in the bench's session once every
             # batch is measured, then again after maintain.
             piled = bench.reads()
+            # The same micro-batches into mirrors of the same rows written otherwise.
+            for name, _, label, _ in VARIANTS:
+                bench.seed_mirror(name)
+                variant = sum(bench.micro_batches(total, 10_000_000, name, maintained=True))
+                costs = read_costs(
+                    bench.spark, bench.catalog, bench.mirror(name), "id", "v", bench.rows
+                )
+                shapes += variant_shapes(label, variant, sum(spent), costs, piled)
         maintain_pipeline(bench.spark, bench.config, "steady")
         if args.only != "history":
             shapes += read_shapes(piled, bench.reads())

@@ -213,11 +213,15 @@ def overwrite(
         commit(table, updates, requirements)
 
 
+# The one format version whose manifests this package writes (pyiceberg's writers stop at 2).
+WRITTEN_FORMAT_VERSION = 2
+
+
 def writes_as_spark(table: Table) -> bool:
     """Whether pyiceberg writes the table as Spark would: format version 2, unpartitioned,
     unsorted."""
     return bool(
-        table.format_version == 2
+        table.format_version == WRITTEN_FORMAT_VERSION
         and table.spec().is_unpartitioned()
         and table.sort_order().is_unsorted
     )
