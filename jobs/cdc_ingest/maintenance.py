@@ -12,7 +12,7 @@ Per table, with Iceberg's Spark procedures:
    current one is always kept) or beyond the last N (a count), and the files only they reference.
 4. ``remove_orphan_files``: files no snapshot references, older than
    ``maintenance.orphan_older_than`` (left by failed writes).
-5. The snapshot it leaves is recorded in the table's ``cdc-ingest.maintained-snapshot-id``
+5. The snapshot it leaves is recorded in the table's ``cdc.maintained-snapshot-id``
    property: the table's read debt (:mod:`cdc_ingest.read_debt`) counts from it again.
 
 Before them, with ``maintenance.tombstone_retention``, the tombstones of the pipeline's mirrors

@@ -10,7 +10,7 @@ commits and delete files before it schedules a rewrite:
   files, or more data files than it removed, of an average size Iceberg's compaction would
   rewrite (under three quarters of the table's target file size). The count stops at the last
   compaction (a ``replace`` snapshot) or at the snapshot ``maintain`` recorded in the table's
-  ``cdc-ingest.maintained-snapshot-id`` property, whichever is later, so that a table compaction
+  ``cdc.maintained-snapshot-id`` property, whichever is later, so that a table compaction
   had nothing to rewrite in is not due again at once.
 """
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from cdc_ingest.maintenance_config import MaintenanceTriggers
 
-MAINTAINED_SNAPSHOT = "cdc-ingest.maintained-snapshot-id"
+MAINTAINED_SNAPSHOT = "cdc.maintained-snapshot-id"
 TARGET_FILE_SIZE = "write.target-file-size-bytes"
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 # Iceberg's bin-pack compaction rewrites files under this share of the target size.
