@@ -7,25 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from canal_messages import canal_message
 from conftest import Lake
-
-
-def _canal(op: str, row: dict[str, Any], es: int) -> dict[str, Any]:
-    return {
-        "data": [row],
-        "database": "shop",
-        "es": es,
-        "id": es,
-        "isDdl": False,
-        "mysqlType": {"id": "int", "v": "varchar(10)"},
-        "old": None,
-        "pkNames": ["id"],
-        "sql": "",
-        "table": "orders",
-        "ts": es,
-        "type": op,
-    }
-
 
 V3 = {"table_options": {"*": {"properties": {"format-version": "3"}}}}
 EXPECTED = [{"id": 1, "v": "a2"}, {"id": 3, "v": "c"}, {"id": 4, "v": "d"}]
@@ -57,16 +40,19 @@ def test_a_v3_mirror_merges_with_deletion_vectors_that_every_reader_applies(lake
     lake.land(
         "shop",
         "001.json",
-        [_canal("INSERT", {"id": k, "v": v}, k) for k, v in ((1, "a"), (2, "b"), (3, "c"))],
+        [
+            canal_message("orders", "INSERT", {"id": k, "v": v}, k)
+            for k, v in ((1, "a"), (2, "b"), (3, "c"))
+        ],
     )
     lake.run("shop")
     lake.land(
         "shop",
         "002.json",
         [
-            _canal("UPDATE", {"id": 1, "v": "a2"}, 10),
-            _canal("DELETE", {"id": 2, "v": "b"}, 11),
-            _canal("INSERT", {"id": 4, "v": "d"}, 12),
+            canal_message("orders", "UPDATE", {"id": 1, "v": "a2"}, 10),
+            canal_message("orders", "DELETE", {"id": 2, "v": "b"}, 11),
+            canal_message("orders", "INSERT", {"id": 4, "v": "d"}, 12),
         ],
     )
     lake.run("shop")

@@ -249,17 +249,13 @@ def test_ingest_and_maintenance_of_a_namespace_exclude_each_other(lake):
     assert "pipeline accounts: maintained" in done.stdout
 
 
-@pytest.mark.slow
-def test_maintain_dag_spark_submits_the_maintenance_job(tmp_path: Path, engine_dir: Path) -> None:
-    """`airflow dags test maintain_<name>` after two ingest runs: one data file, no deletes.
-
-    The ingest runs go to the worker's warm engine (the ingest DAG's spark-submit has tests of
-    its own); the maintenance DAG finds no engine and spark-submits."""
+def _accounts_pipeline(
+    tmp_path: Path, maintenance: dict[str, object]
+) -> tuple[Path, Path, tuple[str, str]]:
+    """A pipelines file of one merged Arcion pipeline ``accounts`` on a SQLite catalog with
+    ``maintenance``: its landing directory, the file, and the catalog's URI and warehouse."""
     import yaml
-    from airflow_runner import airflow, airflow_env, migrate, require_stack, tail, task_states
-    from pyiceberg.catalog.sql import SqlCatalog
 
-    require_stack()
     landing = tmp_path / "landing"
     landing.mkdir()
     catalog_uri, warehouse = f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/warehouse"
@@ -270,17 +266,27 @@ def test_maintain_dag_spark_submits_the_maintenance_job(tmp_path: Path, engine_d
         "landing": landing.as_uri(),
         "namespace": "ods",
         "retries": 0,
-        "maintenance": {"retain_snapshots": 1},
+        "maintenance": maintenance,
         **FORMATS["arcion"]["options"],
         **MERGED,
     }
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "catalog": {"name": "lake", "uri": catalog_uri, "warehouse": warehouse},
-                "pipelines": [pipeline],
-            }
-        )
+    catalog = {"name": "lake", "uri": catalog_uri, "warehouse": warehouse}
+    config.write_text(yaml.safe_dump({"catalog": catalog, "pipelines": [pipeline]}))
+    return landing, config, (catalog_uri, warehouse)
+
+
+@pytest.mark.slow
+def test_maintain_dag_spark_submits_the_maintenance_job(tmp_path: Path, engine_dir: Path) -> None:
+    """`airflow dags test maintain_<name>` after two ingest runs: one data file, no deletes.
+
+    The ingest runs go to the worker's warm engine (the ingest DAG's spark-submit has tests of
+    its own); the maintenance DAG finds no engine and spark-submits."""
+    from airflow_runner import airflow, airflow_env, migrate, require_stack, tail, task_states
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    require_stack()
+    landing, config, (catalog_uri, warehouse) = _accounts_pipeline(
+        tmp_path, {"retain_snapshots": 1}
     )
     home = tmp_path / "airflow"
     env = airflow_env(home, config)
@@ -392,31 +398,11 @@ def test_a_batch_that_leaves_a_table_due_queues_its_maintenance(tmp_path: Path) 
     commit of a small file, the MERGE of the second batch another (its delete file): only the
     second batch's ``apply_batch`` emits the maintenance asset's event, which queues a run of
     ``maintain_accounts``; after maintenance the next MERGE is one commit again, not due."""
-    import yaml
     from airflow_runner import airflow, airflow_env, migrate, require_stack, tail, task_states
 
     require_stack()
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    catalog_uri, warehouse = f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/warehouse"
-    config = tmp_path / "pipelines.yaml"
-    pipeline = {
-        "name": "accounts",
-        "format": "arcion",
-        "landing": landing.as_uri(),
-        "namespace": "ods",
-        "retries": 0,
-        "maintenance": {"schedule": None, "triggers": {"commits": 2}},
-        **FORMATS["arcion"]["options"],
-        **MERGED,
-    }
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "catalog": {"name": "lake", "uri": catalog_uri, "warehouse": warehouse},
-                "pipelines": [pipeline],
-            }
-        )
+    landing, config, _ = _accounts_pipeline(
+        tmp_path, {"schedule": None, "triggers": {"commits": 2}}
     )
     home = tmp_path / "airflow"
     env = airflow_env(home, config)

@@ -10,26 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from canal_messages import canal_message
 from cdc_ingest.maintenance_config import MaintenanceTriggers
 from cdc_ingest.read_debt import MAINTAINED_SNAPSHOT, ReadDebt
 from conftest import Lake
-
-
-def _canal(op: str, row: dict[str, Any], es: int) -> dict[str, Any]:
-    return {
-        "data": [row],
-        "database": "shop",
-        "es": es,
-        "id": es,
-        "isDdl": False,
-        "mysqlType": {"id": "int", "v": "varchar(10)"},
-        "old": None,
-        "pkNames": ["id"],
-        "sql": "",
-        "table": "orders",
-        "ts": es,
-        "type": op,
-    }
 
 
 def _debt(lake: Lake) -> tuple[ReadDebt, Any]:
@@ -58,9 +42,12 @@ def test_merged_batches_add_debt_until_maintain(lake: Lake) -> None:
     lake.add_pipeline("shop", "canal-json")
     lake.route_at(rewritten_rows=0)  # merged by Spark: new data files and position deletes
     batches = [
-        [_canal("INSERT", {"id": 1, "v": "a"}, 1), _canal("INSERT", {"id": 2, "v": "b"}, 2)],
-        [_canal("UPDATE", {"id": 1, "v": "a2"}, 3)],
-        [_canal("DELETE", {"id": 2, "v": "b"}, 4)],
+        [
+            canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1),
+            canal_message("orders", "INSERT", {"id": 2, "v": "b"}, 2),
+        ],
+        [canal_message("orders", "UPDATE", {"id": 1, "v": "a2"}, 3)],
+        [canal_message("orders", "DELETE", {"id": 2, "v": "b"}, 4)],
     ]
     counted = []
     for number, lines in enumerate(batches, 1):
@@ -85,7 +72,7 @@ def test_merged_batches_add_debt_until_maintain(lake: Lake) -> None:
     assert table.properties[MAINTAINED_SNAPSHOT] == str(table.current_snapshot().snapshot_id)
     assert lake.rows("orders") == [{"id": 1, "v": "a2"}]
 
-    lake.land("shop", "004.json", [_canal("INSERT", {"id": 3, "v": "c"}, 5)])
+    lake.land("shop", "004.json", [canal_message("orders", "INSERT", {"id": 3, "v": "c"}, 5)])
     lake.run("shop")
     assert _debt(lake)[0].commits == 1
 
@@ -94,11 +81,11 @@ def test_a_small_table_rewritten_whole_owes_nothing_and_maintain_resets_its_coun
     lake: Lake,
 ) -> None:
     lake.add_pipeline("shop", "canal-json")
-    lake.land("shop", "001.json", [_canal("INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.land("shop", "001.json", [canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1)])
     lake.run("shop")
     assert _debt(lake)[0] == ReadDebt(data_files=1, delete_files=0, commits=1)
     # The default route rewrites a small table's one file: one added, one removed.
-    lake.land("shop", "002.json", [_canal("UPDATE", {"id": 1, "v": "a2"}, 2)])
+    lake.land("shop", "002.json", [canal_message("orders", "UPDATE", {"id": 1, "v": "a2"}, 2)])
     lake.run("shop")
     assert _debt(lake)[0] == ReadDebt(data_files=1, delete_files=0, commits=1)
     # One file: compaction rewrites nothing (no replace snapshot), the recorded snapshot resets.
@@ -126,10 +113,6 @@ def test_delete_files_per_data_file(debt: ReadDebt, why: str | None) -> None:
         assert found == f"{why} (trigger: 0.5 per data file)"
 
 
-def _items(op: str, row: dict[str, Any], es: int) -> dict[str, Any]:
-    return {**_canal(op, row, es), "table": "items"}
-
-
 @pytest.mark.usefixtures("warm_engine")  # the CLI's run goes to the worker's engine
 def test_maintain_due_compacts_only_the_due_tables_and_leaves_orphans(lake: Lake) -> None:
     import json
@@ -144,14 +127,17 @@ def test_maintain_due_compacts_only_the_due_tables_and_leaves_orphans(lake: Lake
     lake.land(
         "shop",
         "001.json",
-        [_canal("INSERT", {"id": 1, "v": "a"}, 1), _items("INSERT", {"id": 1, "v": "x"}, 2)],
+        [
+            canal_message("orders", "INSERT", {"id": 1, "v": "a"}, 1),
+            canal_message("items", "INSERT", {"id": 1, "v": "x"}, 2),
+        ],
     )
     lake.run("shop")
     for number in (2, 3):
         lake.land(
             "shop",
             f"00{number}.json",
-            [_canal("UPDATE", {"id": 1, "v": f"a{number}"}, 10 * number)],
+            [canal_message("orders", "UPDATE", {"id": 1, "v": f"a{number}"}, 10 * number)],
         )
         lake.run("shop")
     # orders: its create and two merges (3 commits, due); items: its create only.
