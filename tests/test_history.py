@@ -170,7 +170,7 @@ def test_the_asset_event_names_the_snapshots_the_batch_committed(lake, utc_sessi
     import json
 
     from cdc_ingest_airflow.assets import table_events
-    from cdc_ingest_airflow.lake_state import batch_snapshots
+    from cdc_ingest_airflow.lake_state import batch_tables
 
     _users_pipeline(lake)
     lake.land("crm", "0001.json", FIRST)
@@ -178,11 +178,11 @@ def test_the_asset_event_names_the_snapshots_the_batch_committed(lake, utc_sessi
     lake.land("crm", "0002.json", LATE)
     late = json.loads(lake.run("crm").to_json())
 
-    created = batch_snapshots(str(lake.config_path), first)["users"]
+    created = batch_tables(str(lake.config_path), first)[0]["users"]
     assert created["snapshots"] and created["previous_snapshot"] is None
     assert created["history_table"] == "users_history" and created["history_snapshots"]
     # The late updates are older than the mirror's rows: only the history changed.
-    [event] = table_events(late, batch_snapshots(str(lake.config_path), late)).values()
+    [event] = table_events(late, batch_tables(str(lake.config_path), late)[0]).values()
     assert (event["updated"], event["snapshots"], event["history_table"]) == (
         0,
         [],

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from cdc_ingest.catalog_commits import execute
 from cdc_ingest.maintenance_config import format_duration
-from cdc_ingest.read_debt import MAINTAINED_SNAPSHOT
+from cdc_ingest.read_debt import MAINTAINED_SNAPSHOT, due_tables
 from cdc_ingest.record.batches import written_tables
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.sql_text import literal
@@ -257,18 +257,11 @@ def _remove_orphans(
 
 def _due_tables(config: Config, pipeline: PipelineConfig, tables: list[str]) -> dict[str, str]:
     """The tables among ``tables`` whose read debt the pipeline's triggers make due, with why."""
-    from cdc_ingest.read_debt import ReadDebt
     from cdc_ingest.state.lake import open_catalog
 
     catalog = open_catalog(config.catalog)
-    due = {}
-    for table in tables:
-        why = ReadDebt.of(catalog.load_table((pipeline.namespace, table))).due(
-            pipeline.maintenance.triggers
-        )
-        if why is not None:
-            due[table] = why
-    return due
+    loaded = {table: catalog.load_table((pipeline.namespace, table)) for table in tables}
+    return due_tables(loaded, pipeline.maintenance.triggers)
 
 
 def _maintain_table(

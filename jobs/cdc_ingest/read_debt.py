@@ -16,6 +16,7 @@ commits and delete files before it schedules a rewrite:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -99,3 +100,12 @@ class ReadDebt:
                 f"(trigger: {ratio:g} per data file)"
             )
         return None
+
+
+def due_tables(tables: Mapping[str, Table], triggers: MaintenanceTriggers | None) -> dict[str, str]:
+    """The tables (name -> loaded table) whose read debt makes maintenance due under
+    ``triggers``, each with why."""
+    if triggers is None:
+        return {}
+    found = ((name, ReadDebt.of(table).due(triggers)) for name, table in tables.items())
+    return {name: why for name, why in found if why is not None}

@@ -69,7 +69,7 @@ def table_events(
 
     Args:
         summary: the batch's ``RunSummary`` as recorded in ``_cdc_batches``.
-        snapshots: per table, the snapshots the batch committed (``lake_state.batch_snapshots``):
+        snapshots: per table, the snapshots the batch committed (``lake_state.batch_tables``):
             ``snapshots``, ``previous_snapshot``, and ``history_table``/``history_snapshots``
             for a table that keeps history; a downstream DAG reads exactly what the batch
             changed between them.

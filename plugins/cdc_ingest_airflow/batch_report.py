@@ -10,12 +10,7 @@ from typing import Any
 from cdc_ingest.config import load_config
 
 from cdc_ingest_airflow.assets import emit_maintenance_due, emit_table_events, maintenance_asset
-from cdc_ingest_airflow.lake_state import (
-    batch_snapshots,
-    batch_summary,
-    maintenance_due,
-    pending,
-)
+from cdc_ingest_airflow.lake_state import batch_summary, batch_tables, pending
 from cdc_ingest_airflow.metrics import send_batch_metrics
 
 
@@ -25,19 +20,14 @@ def report_batch(
     """Report the batch of this task's run (``context``'s run id); returns its summary."""
     summary = batch_summary(config_path, pipeline_name, context["run_id"], dry_run=False)
     try:
-        snapshots = batch_snapshots(config_path, summary)
+        snapshots, due = batch_tables(config_path, summary)
     except Exception as exc:  # the batch is applied: its events go out without them
-        log.warning("the batch's snapshots could not be read: %s", exc)
-        snapshots = {}
+        log.warning("the batch's tables could not be read: %s", exc)
+        snapshots, due = {}, {}
     uris = emit_table_events(
         context["outlet_events"], pipeline_name, catalog, namespace, summary, snapshots
     )
     log.info("asset events: %s", ", ".join(uris) or "none (no table changed)")
-    try:
-        due = maintenance_due(config_path, summary)
-    except Exception as exc:  # the batch is applied: the schedule maintains the tables later
-        log.warning("the tables' read debt could not be read: %s", exc)
-        due = {}
     due_asset = maintenance_asset(pipeline_name)
     if emit_maintenance_due(context["outlet_events"], pipeline_name, due):
         for table, why in sorted(due.items()):

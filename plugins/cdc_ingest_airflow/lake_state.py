@@ -6,8 +6,8 @@
   and the status page read it through too.
 - :func:`batch_summary` (the ``batch_summary`` task): the summary of the batch that this DAG run's
   ``apply_batch`` recorded in ``_cdc_batches``, returned as the task's XCom.
-- :func:`batch_snapshots` and :func:`maintenance_due` (``apply_batch``'s report): what the batch
-  committed to each table, and which of them it left due for maintenance.
+- :func:`batch_tables` (``apply_batch``'s report): what the batch committed to each table, and
+  which of them it left due for maintenance.
 
 pyiceberg is imported when a task runs, never while the DAG file is parsed.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from cdc_ingest.config import Config, load_config
 from cdc_ingest.landing.zones import list_landed
-from cdc_ingest.read_debt import ReadDebt
+from cdc_ingest.read_debt import due_tables
 from cdc_ingest.run.options import forces_run
 from cdc_ingest.state.lake import (
     CatalogMissing,
@@ -122,66 +122,55 @@ def batch_summary(
     return {"pipeline": pipeline.name, "batch_id": None, "dry_run": dry_run, "note": note}
 
 
-def batch_snapshots(config_path: str, summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The snapshots the batch of ``summary`` committed to each table it changed (their commits
-    carry the batch's id: ``cdc.batch-id``), oldest first, with the snapshot each table had
-    before them; and for a table that keeps history, its history table's."""
+def batch_tables(
+    config_path: str, summary: Mapping[str, Any]
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each table the batch of ``summary`` changed, loaded once for two answers:
+
+    - the snapshots the batch committed to it (their commits carry the batch's id:
+      ``cdc.batch-id``), oldest first, with the snapshot it had before them; and for a table that
+      keeps history, its history table's;
+    - the tables it wrote (mirrors, their history tables) whose read debt reached the pipeline's
+      ``maintenance.triggers``, each with why (:mod:`cdc_ingest.read_debt`).
+    """
     batch_id = summary.get("batch_id")
-    tables = summary.get("tables") or {}
+    tables = sorted(summary.get("tables") or {})
     if batch_id is None or not tables:
-        return {}
+        return {}, {}
     config = load_config(config_path)
     pipeline = config.pipeline(str(summary["pipeline"]))
     environ = {**os.environ, **catalog_environment(config.catalog)}
     catalog = open_catalog(config.catalog, environ)
-    histories = pipeline.tables.history_tables(sorted(tables))
+    histories = pipeline.tables.history_tables(tables)
+    loaded = _loaded(catalog, pipeline.namespace, [*tables, *sorted(histories.values())])
     found: dict[str, dict[str, Any]] = {}
-    for name in sorted(tables):
-        mine = _committed(catalog, pipeline.namespace, name, int(batch_id))
+    for name in tables:
+        mine = _committed(loaded.get(name), int(batch_id))
         if name in histories:
             mine["history_table"] = histories[name]
-            kept = _committed(catalog, pipeline.namespace, histories[name], int(batch_id))
+            kept = _committed(loaded.get(histories[name]), int(batch_id))
             mine["history_snapshots"] = kept["snapshots"]
         found[name] = mine
-    return found
+    return found, due_tables(loaded, pipeline.maintenance.triggers)
 
 
-def maintenance_due(config_path: str, summary: Mapping[str, Any]) -> dict[str, str]:
-    """The tables the batch of ``summary`` wrote (mirrors, their history tables) whose read debt
-    reached the pipeline's ``maintenance.triggers``, each with why (:mod:`cdc_ingest.read_debt`)."""
+def _loaded(catalog: Any, namespace: str, names: list[str]) -> dict[str, Any]:
+    """The tables of ``names`` that exist, loaded."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    tables = sorted(summary.get("tables") or {})
-    if summary.get("batch_id") is None or not tables:
-        return {}
-    config = load_config(config_path)
-    pipeline = config.pipeline(str(summary["pipeline"]))
-    triggers = pipeline.maintenance.triggers
-    if triggers is None:
-        return {}
-    environ = {**os.environ, **catalog_environment(config.catalog)}
-    catalog = open_catalog(config.catalog, environ)
-    written = tables + sorted(pipeline.tables.history_tables(tables).values())
-    due: dict[str, str] = {}
-    for name in written:
+    loaded = {}
+    for name in names:
         try:
-            table = catalog.load_table((pipeline.namespace, name))
+            loaded[name] = catalog.load_table((namespace, name))
         except NoSuchTableError:
             continue
-        why = ReadDebt.of(table).due(triggers)
-        if why is not None:
-            due[name] = why
-    return due
+    return loaded
 
 
-def _committed(catalog: Any, namespace: str, table: str, batch_id: int) -> dict[str, Any]:
-    from pyiceberg.exceptions import NoSuchTableError
-
-    try:
-        snapshots = catalog.load_table((namespace, table)).snapshots()
-    except NoSuchTableError:
+def _committed(table: Any, batch_id: int) -> dict[str, Any]:
+    if table is None:
         return {"snapshots": [], "previous_snapshot": None}
-    ordered = sorted(snapshots, key=lambda s: s.sequence_number)
+    ordered = sorted(table.snapshots(), key=lambda s: s.sequence_number)
     ids = [s.snapshot_id for s in ordered if s.summary.get("cdc.batch-id") == str(batch_id)]
     first = next((s for s in ordered if s.snapshot_id in ids), None)
     return {"snapshots": ids, "previous_snapshot": first.parent_snapshot_id if first else None}

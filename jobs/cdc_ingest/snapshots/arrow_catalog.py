@@ -188,9 +188,8 @@ class ArrowCatalog(SmallTableRewrites):
         from pyiceberg.exceptions import TableAlreadyExistsError
 
         schema = iceberg_schema(columns, keys)
-        if schema is None or properties.get("format-version", "2") != str(
-            copy_on_write.WRITTEN_FORMAT_VERSION
-        ):
+        written = str(copy_on_write.WRITTEN_FORMAT_VERSION)
+        if schema is None or properties.get("format-version", written) != written:
             return None  # a format version whose manifests only Spark writes
         _, namespace, name = _parts(identifier)
         with warehouse_failures(f"pyiceberg create of {namespace}.{name}"):
