@@ -5,11 +5,12 @@ mirror is seeded as the steady one is, and its history table with one version of
 row, so that both tables hold the rows a long-running pipeline's would. Then:
 
 - ``history``: the same 1M changes (a tenth with ``--quick``), against the steady mirror's batch
-  without history measured in the same run (target 1.5x);
+  without history measured in the same run (reported);
 - ``hand SCD2``: the reference a user would write, Databricks' documented SCD type 2 MERGE
   (``bench_references.hand_scd2``) of the same changes into a copy of the history table as the
-  batch found it, added to the batch without history: what the target's ratio is with the
-  hand-written history in place of ours (reported); and ours against it (reported);
+  batch found it, added to the batch without history: what the batch costs with the
+  hand-written history in place of ours (reported); and ours against it (target 1.0x, issue 68:
+  ours shares the batch's read of the changes and its classification, the hand job nothing);
 - ``history 50 batches``: 50 micro-batches of 2,000 changes, the last 10 against the first 10
   (target 1.1x).
 """
@@ -81,7 +82,8 @@ def history_shapes(
             f"with history: {kept:.1f} s",
             f"without: {without:.1f} s",
             kept / without,
-            1.5,
+            0.0,
+            ("reported", True),
         ),
         Shape(
             "hand SCD2",
@@ -96,8 +98,7 @@ def history_shapes(
             f"with history: {kept:.1f} s",
             f"without + hand MERGE: {without + hand_merge:.1f} s",
             kept / (without + hand_merge),
-            0.0,
-            ("reported", True),
+            1.0,
         ),
         Shape(
             "history 50 batches",

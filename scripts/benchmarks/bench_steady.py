@@ -8,11 +8,13 @@ own):
 
 1. ``into 10M rows``: 1M Debezium changes (half updates, a quarter inserts, a quarter deletes)
    applied by ``run_pipeline`` to a mirror already holding 10M rows (the MERGE path), against
-   - a parse-only baseline of the same files (``read.text`` + ``from_json`` + aggregate);
+   - a parse-only baseline of the same files (``read.text`` + ``from_json`` + aggregate;
+     reported);
    - a hand-written Spark job over a plain Iceberg table holding the same rows: parse, keep each
-     key's newest change, one ``MERGE INTO`` (no ordering guard, dead letters or checkpoints);
-   - the same job guarded: its table holds each row's source time, and the MERGE applies a
-     change only where it is newer (reported, no target: what the guard alone costs by hand);
+     key's newest change, one ``MERGE INTO`` (no ordering guard, dead letters or checkpoints;
+     reported);
+   - the same job guarded, the target's reference (1.5x): its table holds each row's source
+     time, and the MERGE applies a change only where it is newer, as ours does;
    - pyiceberg's ``Table.upsert`` (plus ``Table.delete`` for the deletes) on a tenth of the rows
      and changes, scaled by ten.
 2. ``50 batches``: 50 consecutive runs of 2,000 changes each; the last 10 against the first 10.
@@ -326,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{label}: {ours:.1f} s",
                     f"parse only: {parse:.1f} s",
                     ours / parse,
-                    2.5,
+                    0.0,
+                    ("reported", True),
                 )
             )
             shapes.append(
@@ -335,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"ours: {ours:.1f} s",
                     f"MERGE job: {merge:.1f} s",
                     ours / merge,
-                    1.3,
+                    0.0,
+                    ("reported", True),
                 )
             )
             shapes.append(
@@ -344,8 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"ours: {ours:.1f} s",
                     f"MERGE if newer: {guarded_merge:.1f} s",
                     ours / guarded_merge,
-                    0.0,
-                    ("reported", True),
+                    1.5,
                 )
             )
             shapes.append(
