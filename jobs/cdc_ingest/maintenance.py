@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from cdc_ingest.catalog_commits import execute
 from cdc_ingest.maintenance_config import format_duration
-from cdc_ingest.read_debt import MAINTAINED_SNAPSHOT, due_tables
+from cdc_ingest.read_debt import MAINTAINED_SNAPSHOT, due_tables, live_files
 from cdc_ingest.record.batches import written_tables
 from cdc_ingest.spark_session import configure_catalog
 from cdc_ingest.sql_text import literal
@@ -43,6 +43,8 @@ from cdc_ingest.state.locks import namespace_lock
 from cdc_ingest.state.tables import BATCHES, SYSTEM_TABLES, TOMBSTONES
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
     from cdc_ingest.config import Config, PipelineConfig
@@ -120,17 +122,11 @@ def _timestamp(moment: datetime) -> str:
     return f"TIMESTAMP '{moment.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}'"
 
 
-def _counts(spark: SparkSession, name: str) -> tuple[int, int, int]:
-    """Live data files, live delete files and snapshots of a table."""
-    by_content = {
-        row["content"]: row["n"]
-        for row in spark.sql(
-            f"SELECT content, count(*) AS n FROM {name}.files GROUP BY content"
-        ).collect()
-    }
-    deletes = sum(n for content, n in by_content.items() if content != 0)
-    snapshots = spark.sql(f"SELECT count(*) AS n FROM {name}.snapshots").first()
-    return by_content.get(0, 0), deletes, int(snapshots["n"]) if snapshots else 0
+def _files(lake: Catalog, namespace: str, table: str) -> tuple[Table, tuple[int, int, int]]:
+    """A table freshly loaded, with its live data files, live delete files and snapshots (from
+    its metadata: no Spark job)."""
+    loaded = lake.load_table((namespace, table))
+    return loaded, (*live_files(loaded), len(loaded.metadata.snapshots))
 
 
 def pipeline_tables(spark: SparkSession, config: Config, pipeline: PipelineConfig) -> list[str]:
@@ -216,29 +212,24 @@ def _rewrite_position_deletes(
     return int(row["rewritten_delete_files_count"]) if row is not None else 0
 
 
-def _on_local_disk(spark: SparkSession, name: str) -> bool:
+def _on_local_disk(table: Table) -> bool:
     """Whether a table lives on a local or Hadoop filesystem (its location has no object store
     scheme)."""
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
-    location = next((r["data_type"] for r in rows if r["col_name"] == "Location"), "")
-    return not str(location).startswith(("s3://", "s3a://", "s3n://", "gs://", "abfs"))
+    return not table.location().startswith(("s3://", "s3a://", "s3n://", "gs://", "abfs"))
 
 
-def _mark_maintained(spark: SparkSession, name: str) -> None:
+def _mark_maintained(table: Table) -> None:
     """Record the snapshot maintenance left, from which the table's read debt counts again."""
-    main = spark.sql(f"SELECT snapshot_id FROM {name}.refs WHERE name = 'main'").first()
-    if main is not None:
-        execute(
-            spark,
-            f"ALTER TABLE {name} SET TBLPROPERTIES "
-            f"('{MAINTAINED_SNAPSHOT}' = '{int(main['snapshot_id'])}')",
-        ).collect()
+    snapshot = table.current_snapshot()
+    if snapshot is not None:
+        with table.transaction() as update:
+            update.set_properties({MAINTAINED_SNAPSHOT: str(snapshot.snapshot_id)})
 
 
 def _remove_orphans(
     spark: SparkSession,
     catalog: str,
-    name: str,
+    table: Table,
     target: str,
     now: datetime,
     pipeline: PipelineConfig,
@@ -246,7 +237,7 @@ def _remove_orphans(
     """``remove_orphan_files`` on one table; returns how many files it removed."""
     # Object stores have no directories for Hadoop to walk (and no s3:// Hadoop filesystem is on
     # the classpath): list by prefix through the table's own FileIO there.
-    prefix_listing = "" if _on_local_disk(spark, name) else ", prefix_listing => true"
+    prefix_listing = "" if _on_local_disk(table) else ", prefix_listing => true"
     orphans = spark.sql(
         f"CALL {catalog}.system.remove_orphan_files(table => {target}, "
         f"older_than => {_timestamp(now - pipeline.maintenance.orphan_older_than)}"
@@ -255,17 +246,16 @@ def _remove_orphans(
     return len(orphans)
 
 
-def _due_tables(config: Config, pipeline: PipelineConfig, tables: list[str]) -> dict[str, str]:
-    """The tables among ``tables`` whose read debt the pipeline's triggers make due, with why."""
+def _lake(config: Config) -> Catalog:
+    """The pyiceberg catalog the tables' files and debts are counted through."""
     from cdc_ingest.state.lake import open_catalog
 
-    catalog = open_catalog(config.catalog)
-    loaded = {table: catalog.load_table((pipeline.namespace, table)) for table in tables}
-    return due_tables(loaded, pipeline.maintenance.triggers)
+    return open_catalog(config.catalog)  # type: ignore[no-any-return]
 
 
 def _maintain_table(
     spark: SparkSession,
+    lake: Catalog,
     catalog: str,
     namespace: str,
     table: str,
@@ -273,9 +263,8 @@ def _maintain_table(
     now: datetime | None,
     due: str | None = None,
 ) -> TableMaintenance:
-    name = f"{catalog}.{namespace}.{table}"
     target = f"'{namespace}.{table}'"
-    data_before, deletes_before, snapshots_before = _counts(spark, name)
+    _, (data_before, deletes_before, snapshots_before) = _files(lake, namespace, table)
     result = TableMaintenance(table, due)
     rewrite = spark.sql(
         f"CALL {catalog}.system.rewrite_data_files(table => {target}, "
@@ -284,7 +273,7 @@ def _maintain_table(
     if rewrite is not None:
         result.rewritten_data_files = int(rewrite["rewritten_data_files_count"])
         result.added_data_files = int(rewrite["added_data_files_count"])
-    if _counts(spark, name)[1]:
+    if _files(lake, namespace, table)[1][1]:
         result.removed_delete_files = _rewrite_position_deletes(spark, catalog, target, result)
     # After the rewrites: a count of snapshots to keep counts the compaction's.
     now = now or datetime.now(UTC)
@@ -297,10 +286,10 @@ def _maintain_table(
         f"CALL {catalog}.system.expire_snapshots(table => {target}, "
         f"older_than => {_timestamp(older_than)}, retain_last => {retain_last})"
     ).collect()
+    loaded, (data_after, deletes_after, snapshots_after) = _files(lake, namespace, table)
     if result.due is None:
-        result.orphan_files_removed = _remove_orphans(spark, catalog, name, target, now, pipeline)
-    _mark_maintained(spark, name)
-    data_after, deletes_after, snapshots_after = _counts(spark, name)
+        result.orphan_files_removed = _remove_orphans(spark, catalog, loaded, target, now, pipeline)
+    _mark_maintained(loaded)
     result.data_files = (data_before, data_after)
     result.delete_files = (deletes_before, deletes_after)
     result.snapshots = (snapshots_before, snapshots_after)
@@ -344,15 +333,17 @@ def maintain_pipeline(
         tables = _NamespaceTables.read(spark, config, pipeline)
         moment = now or datetime.now(UTC)
         maintained = tables.maintained(pipeline)
+        lake = _lake(config)
         due: dict[str, str | None] = dict.fromkeys(maintained)
         if due_only:
-            due = dict(_due_tables(config, pipeline, maintained))
+            loaded = {t: lake.load_table((pipeline.namespace, t)) for t in maintained}
+            due = dict(due_tables(loaded, pipeline.maintenance.triggers))
         else:
             summary.tombstones_expired = expire_tombstones(spark, config, pipeline, moment, tables)
         for table, why in due.items():
             summary.tables.append(
                 _maintain_table(
-                    spark, config.catalog.name, pipeline.namespace, table, pipeline, now, why
+                    spark, lake, config.catalog.name, pipeline.namespace, table, pipeline, now, why
                 )
             )
     return summary

@@ -42,6 +42,15 @@ def _count(snapshot: Snapshot, key: str) -> int:
     return int(summary.get(key, "0") or 0) if summary is not None else 0
 
 
+def live_files(table: Table) -> tuple[int, int]:
+    """The live data files and delete files of ``table``'s current snapshot (its summary's
+    totals, which every Iceberg writer carries forward: no manifest is read)."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return 0, 0
+    return _count(snapshot, "total-data-files"), _count(snapshot, "total-delete-files")
+
+
 @dataclass(frozen=True)
 class ReadDebt:
     """A table's read debt: its live files, and its commits since the last maintenance that
@@ -75,9 +84,7 @@ class ReadDebt:
                 commits += 1
             parent = current.parent_snapshot_id
             current = None if parent is None else table.snapshot_by_id(parent)
-        return ReadDebt(
-            _count(snapshot, "total-data-files"), _count(snapshot, "total-delete-files"), commits
-        )
+        return ReadDebt(*live_files(table), commits)
 
     def due(self, triggers: MaintenanceTriggers | None) -> str | None:
         """Why maintenance is due under ``triggers`` (None: not due)."""
