@@ -164,6 +164,99 @@ def test_databricks_scd2_example_over_two_batches(lake, utc_session, monkeypatch
     )
 
 
+# After FIRST: changes newer than what the mirror holds for their keys (in order), and one late.
+IN_ORDER = [
+    _user("UPDATE", 124, "Raul", "Oaxaca", 7),  # the values its current version holds
+    _user("INSERT", 127, "Ana", "Puebla", 7),
+    _user("UPDATE", 126, "Lily", "Merida", 8),
+    _user("DELETE", 126, None, None, 9),
+    _user("INSERT", 123, "Isabel", "Leon", 10),  # deleted at 6
+    _user("UPDATE", 125, "Mercedes", "Ensenada", 3),  # older than its row (6): late
+]
+
+
+def _late_keys(monkeypatch: Any) -> list[list[int]]:
+    """The keys each history placement read the stored versions of, as the run goes."""
+    from cdc_ingest.apply import history
+
+    read: list[list[int]] = []
+    stored_rows = history._stored_rows
+
+    def recorded(spark: Any, identifier: str, events: Any, *args: Any) -> Any:
+        read.append(sorted(r[0] for r in events.select("userId").distinct().collect()))
+        return stored_rows(spark, identifier, events, *args)
+
+    monkeypatch.setattr(history, "_stored_rows", recorded)
+    return read
+
+
+def test_in_order_changes_follow_the_current_version_and_only_late_keys_read_the_history(
+    lake, utc_session, monkeypatch
+):
+    """Only the late key's versions are read; the others are placed after the current version
+    the mirror's classification says they follow, which the first extends (124: the same
+    values) or closes (126); a key deleted before (123) or new (127) opens with an insert."""
+    _users_pipeline(lake)
+    lake.land("crm", "0001.json", FIRST)
+    lake.run("crm")
+    read = _late_keys(monkeypatch)
+    lake.land("crm", "0002.json", IN_ORDER)
+    summary = lake.run("crm")
+
+    assert read == [[125]]
+    assert lake.rows("users") == [
+        {"userId": 123, "name": "Isabel", "city": "Leon"},
+        {"userId": 124, "name": "Raul", "city": "Oaxaca"},
+        {"userId": 125, "name": "Mercedes", "city": "Guadalajara"},
+        {"userId": 127, "name": "Ana", "city": "Puebla"},
+    ]
+    assert _versions(lake) == [
+        (123, "Isabel", "Monterrey", _at(1), _at(6), False, "insert"),
+        (123, None, None, _at(6), _at(6), False, "delete"),
+        (123, "Isabel", "Leon", _at(10), None, True, "insert"),
+        (124, "Raul", "Oaxaca", _at(1), None, True, "insert"),
+        (125, "Mercedes", "Tijuana", _at(2), _at(3), False, "insert"),
+        (125, "Mercedes", "Ensenada", _at(3), _at(6), False, "update"),
+        (125, "Mercedes", "Guadalajara", _at(6), None, True, "update"),
+        (126, "Lily", "Cancun", _at(2), _at(8), False, "insert"),
+        (126, "Lily", "Merida", _at(8), _at(9), False, "update"),
+        (126, None, None, _at(9), _at(9), False, "delete"),
+        (127, "Ana", "Puebla", _at(7), None, True, "insert"),
+    ]
+    assert summary.tables["users"].history_changes == 6
+    # The version 124's change extended is the batch's now, as its newest change is.
+    extended = lake.spark.sql(
+        f"SELECT _cdc_batch_id FROM {lake.catalog}.ods.users_history WHERE userId = 124"
+    ).collect()
+    assert [r[0] for r in extended] == [summary.batch_id]
+
+
+def test_an_in_order_change_to_an_untracked_column_extends_the_current_version(
+    lake, utc_session, monkeypatch
+):
+    _users_pipeline(lake, history_except_columns=["city"])
+    lake.land("crm", "0001.json", FIRST)
+    lake.run("crm")
+    read = _late_keys(monkeypatch)
+    lake.land(
+        "crm",
+        "0002.json",
+        [
+            _user("UPDATE", 124, "Raul", "Puebla", 7),
+            _user("UPDATE", 126, "Lilian", "Cancun", 8),
+        ],
+    )
+    summary = lake.run("crm")
+
+    assert read == []
+    assert [v for v in _versions(lake) if v[0] in (124, 126)] == [
+        (124, "Raul", "Puebla", _at(1), None, True, "insert"),
+        (126, "Lily", "Cancun", _at(2), _at(8), False, "insert"),
+        (126, "Lilian", "Cancun", _at(8), None, True, "update"),
+    ]
+    assert summary.tables["users"].history_changes == 2
+
+
 def test_the_asset_event_names_the_snapshots_the_batch_committed(lake, utc_session):
     """What a downstream DAG gets: the batch's snapshots of the mirror and of its history, and
     the versions the batch wrote (``_cdc_batch_id``)."""

@@ -101,6 +101,44 @@ def test_columns_added_and_dropped_mid_history_reach_it_at_their_place(lake, utc
     ]
 
 
+def test_a_rebuild_across_schema_changes_places_no_version_twice(lake, utc_session):
+    """The rebuilt mirror starts empty while its history holds every version: after the first
+    statement the rebuild's changes are newer than the mirror's rows, yet the history has them
+    all (they are placed among its versions, as a replay's are)."""
+    lake.add_pipeline("shop", "canal-json", table_options={"items": {"history": "scd2"}})
+    lake.land("shop", "0001.json", [_item("INSERT", {"id": 1, "v": "a"}, 1)])
+    lake.run("shop")
+    lake.land(
+        "shop",
+        "0002.json",
+        [
+            _item("UPDATE", {"id": 1, "v": "a2"}, 2),
+            _ddl("ALTER TABLE items ADD COLUMN n INT", 3),
+            _item("UPDATE", {"id": 1, "v": "a2", "n": 10}, 4),
+            _ddl("ALTER TABLE items DROP COLUMN n", 5),
+            _item("UPDATE", {"id": 1, "v": "a3"}, 6),
+        ],
+    )
+    lake.run("shop")
+    before = _item_versions(lake, "v", "n")
+
+    rebuilt = lake.run("shop", rebuild_tables=("items",))
+
+    assert rebuilt.replay["mode"] == "rebuild"
+    assert lake.rows("items") == [{"id": 1, "v": "a3"}]
+    assert rebuilt.tables["items"].history_changes == 0
+    assert (
+        _item_versions(lake, "v", "n")
+        == before
+        == [
+            (1, "a", None, _at(1), _at(2), False, "insert"),
+            (1, "a2", None, _at(2), _at(4), False, "update"),
+            (1, "a2", 10, _at(4), _at(6), False, "update"),
+            (1, "a3", None, _at(6), None, True, "update"),
+        ]
+    )
+
+
 def test_a_renamed_table_takes_its_history_along(lake, utc_session):
     lake.add_pipeline("shop", "canal-json", table_options={"*": {"history": "scd2"}})
     lake.land("shop", "0001.json", [_item("INSERT", {"id": 1, "v": "a"}, 1)])

@@ -133,6 +133,7 @@ def apply_all_tables(
         batch.landed_ms,
         _owner(config, pipeline),
         writes,
+        new_files=summary.replay is None,
     )
     ordered = sorted(by_table, key=lambda n: by_table[n][0].stream_key)
     ordered += sorted(n for n in inventory.tables if n not in by_table)

@@ -12,11 +12,22 @@ source's order (``_cdc_order``), not the landing order:
 - ``_cdc_valid_to`` is the next version's ``_cdc_valid_from``, null for the current version;
   ``_cdc_current`` marks it; ``_cdc_op`` says how a version began (insert, update, delete).
 
-The versions of the batch's keys are written by one MERGE on (key, ``_cdc_order``): new versions
-are inserted, versions whose end or values moved are updated, versions a late event made part of
-another are deleted. A change whose (key, ``_cdc_order``) the table holds already is not placed
-again (a replayed file), and a resumed batch skips the history commits its first attempt made
-(``commit_notes``), so a rerun never doubles a version.
+A key whose changes in the batch are all newer than what the mirror (or its tombstone) held
+before the batch, as the mirror's own classification found (``keyed.apply_table``), is placed
+from its changes alone: its versions follow the one the history holds as current, which the
+first of them either extends (an upsert of the same tracked values) or closes. Only keys with a
+late change, keys the classification did not see and every key of a replay or rebuild (whose
+mirror may hold less than its history) read the versions the history holds for them, and are
+placed among those. For in-order keys the mirror's row decides how the first version began: an
+update where the mirror held the key live, else an insert; a key neither the mirror nor its
+tombstones know is new.
+
+The versions of the batch's keys are written by one MERGE: placed versions on (key,
+``_cdc_order``), where new versions are inserted, versions whose end or values moved are
+updated, versions a late event made part of another are deleted; an in-order key's versions are
+inserted and its current version extended or closed. A change whose (key, ``_cdc_order``) the
+table holds already is not placed again (a replayed file), and a resumed batch skips the history
+commits its first attempt made (``commit_notes``), so a rerun never doubles a version.
 
 Known limit: a version made of several changes (untracked columns) keeps only its newest values
 (and ``_cdc_last_order``, their order): a late change to a tracked column that falls inside it
@@ -85,6 +96,16 @@ INSERT, UPDATE = "insert", "update"
 # The history table's property naming the mirror it keeps the history of.
 HISTORY_OF_PROPERTY = "cdc.history-of"
 _KIND, _STORED, _DROP, _KEEP = "_h_kind", "_h_stored", "_h_drop", "_h_keep"
+# What the mirror held for a key before the batch: the newer of its row's and its tombstone's
+# order (null: neither), and whether the row was live; whether all its changes are newer.
+_HELD, _LIVE, _IN_ORDER = "_h_held", "_h_live", "_h_in_order"
+# What a source row of the history's MERGE does: a version placed among the stored ones, an
+# in-order key's first version (extends the current one where it matches it) and its later
+# ones, and the close of the current version the first does not extend.
+_ROLE = "_h_role"
+PLACED, FIRST, LATER, CLOSE = "placed", "first", "later", "close"
+# Whether a placed version is its key's first among the rows placed (no version before it).
+_FIRST = "_h_first"
 # How many of a placed version's changes are new to the table (0 in a stored row dropped).
 _NEW = "_h_new"
 _views = itertools.count()
@@ -125,11 +146,15 @@ def apply_history(
     resumed: bool,
     landed_ms: tuple[int | None, ...] = (),
     existing: set[str] | None = None,
+    classified: DataFrame | None = None,
 ) -> int:
     """Place this table's changes (``changes``: the batch's, every table's) in its history table;
     returns how many of them were new to it. ``landed_ms``: each file's landing time (epoch
     millis, by ``_cdc_file_idx``), a version's start where the format sends no source time;
-    ``existing``: the namespace's tables as the run knows them (a history table made is added)."""
+    ``existing``: the namespace's tables as the run knows them (a history table made is added);
+    ``classified``: the mirror's classification of the batch's keys against what it held before
+    the batch (``classify``; materialized), whose in-order keys are placed without reading the
+    history's versions (None: every key reads them)."""
     identifier = history_identifier(catalog, namespace, target)
     if resumed:
         earlier = earlier_counts(spark, [identifier], batch, target.name, part)
@@ -145,32 +170,31 @@ def apply_history(
     keys = list(target.keys)
     _, held_rows = current_snapshot_facts(spark, identifier)
     fresh = held_rows == 0
-    if fresh:
-        rows = _as_new(events)
-    else:
-        held = spark.table(identifier).join(
-            F.broadcast(events.select(*sql_text.columns(keys)).distinct()), on=keys, how="left_semi"
-        )
-        stored = held.select(
-            *[F.col(sql_text.name(c)) for c in stored_columns],
-            ORDER_COLUMN,
-            F.when(F.col(OP) == DELETE, F.lit(DELETE)).otherwise(F.lit(UPSERT)).alias(_KIND),
-            VALID_FROM,
-            BATCH,
-            F.lit(True).alias(_STORED),
-            F.coalesce(LAST_ORDER, ORDER_COLUMN).alias(LAST_ORDER),
-            F.array().cast("array<string>").alias(_KEEP),
-        )
-        rows = stored.unionByName(_as_new(events))
-        # A change the table holds already (a replayed file) is not placed again: it follows
-        # the stored row of its order. By key, as the versions' windows are: one shuffle.
-        again = Window.partitionBy(*keys).orderBy(ORDER_COLUMN, F.col(_STORED).desc())
-        seen = F.lag(ORDER_COLUMN).over(again) == F.col(ORDER_COLUMN)
-        rows = rows.withColumn("_h_seen", seen).where("_h_seen IS NOT TRUE").drop("_h_seen")
     tracked = target.history.tracked(stored_columns) if target.history else stored_columns
-    if target.unavailable_values:
-        rows = _filled(rows, keys, stored_columns)
-    versions = _versions(rows, keys, stored_columns, [c for c in tracked if c not in keys])
+    changing = [c for c in tracked if c not in keys]
+    if fresh:
+        versions = _placed(_as_new(events), target, stored_columns, changing)
+    else:
+        late: DataFrame | None = events
+        ahead = None
+        if classified is not None and not target.unavailable_values:
+            late, ahead = _in_order(events, classified, target)
+        parts = []
+        if late is not None:
+            stored = _stored_rows(spark, identifier, late, keys, stored_columns)
+            rows = stored.unionByName(_as_new(late))
+            # A change the table holds already (a replayed file) is not placed again: it follows
+            # the stored row of its order. By key, as the versions' windows are: one shuffle.
+            again = Window.partitionBy(*keys).orderBy(ORDER_COLUMN, F.col(_STORED).desc())
+            seen = F.lag(ORDER_COLUMN).over(again) == F.col(ORDER_COLUMN)
+            rows = rows.withColumn("_h_seen", seen).where("_h_seen IS NOT TRUE").drop("_h_seen")
+            placed = _placed(rows, target, stored_columns, changing)
+            parts.append(placed.withColumn(_ROLE, F.lit(PLACED)))
+        if ahead is not None:
+            parts.append(_following(_as_new(ahead), target, stored_columns, changing))
+        if not parts:
+            return 0
+        versions = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     # Placed once (every window above shares one shuffle by key): counted here, then written.
     versions = versions.localCheckpoint(eager=False)
     with stage("count history changes"):
@@ -187,8 +211,90 @@ def apply_history(
                 append(placed.writeTo(identifier))
         else:
             with stage("merge into history"):
-                _merge(spark, versions, identifier, target, written, new, held_rows)
+                _merge(spark, versions, identifier, target, written, changing, new, held_rows)
     return new
+
+
+def _stored_rows(
+    spark: SparkSession,
+    identifier: str,
+    events: DataFrame,
+    keys: list[str],
+    stored_columns: list[str],
+) -> DataFrame:
+    """The versions the history holds for the keys of ``events``, as rows to place among them."""
+    held = spark.table(identifier).join(
+        F.broadcast(events.select(*sql_text.columns(keys)).distinct()), on=keys, how="left_semi"
+    )
+    return held.select(
+        *[F.col(sql_text.name(c)) for c in stored_columns],
+        ORDER_COLUMN,
+        F.when(F.col(OP) == DELETE, F.lit(DELETE)).otherwise(F.lit(UPSERT)).alias(_KIND),
+        VALID_FROM,
+        BATCH,
+        F.lit(True).alias(_STORED),
+        F.coalesce(LAST_ORDER, ORDER_COLUMN).alias(LAST_ORDER),
+        F.array().cast("array<string>").alias(_KEEP),
+    )
+
+
+def _placed(
+    rows: DataFrame, target: TargetTable, columns: list[str], changing: list[str]
+) -> DataFrame:
+    """``rows`` (stored versions and new changes of the same keys) placed as versions."""
+    keys = list(target.keys)
+    if target.unavailable_values:
+        rows = _filled(rows, keys, columns)
+    return _versions(rows, keys, columns, changing)
+
+
+def _in_order(
+    events: DataFrame, classified: DataFrame, target: TargetTable
+) -> tuple[DataFrame | None, DataFrame | None]:
+    """``events`` split into those of keys with a change not newer than what the mirror held
+    before the batch, or that its classification did not see (placed among the stored
+    versions), and those of keys whose every change is newer (``_h_live``: whether the mirror
+    held the key live); either is None when it holds no event (a job counts them)."""
+    keys = list(target.keys)
+    soft = "_t_deleted" in classified.columns
+    live = "_t_order IS NOT NULL" + (" AND NOT coalesce(_t_deleted, false)" if soft else "")
+    held = sql_text.select(
+        classified,
+        [
+            *(sql_text.name(k) for k in keys),
+            f"greatest(_t_order, _d_order) AS {_HELD}",
+            f"{live} AS {_LIVE}",
+            f"true AS {_IN_ORDER}",
+        ],
+    )
+    joined = events.join(held, on=keys, how="left")
+    by_key = Window.partitionBy(*keys)
+    oldest = F.min(ORDER_COLUMN).over(by_key)
+    ahead = F.coalesce(F.col(_IN_ORDER), F.lit(False)) & (
+        F.col(_HELD).isNull() | (oldest > F.col(_HELD))
+    )
+    flagged = joined.withColumn(_IN_ORDER, ahead).drop(_HELD).localCheckpoint(eager=False)
+    with stage("split in-order history keys"):
+        counts = {r[_IN_ORDER]: r["n"] for r in flagged.groupBy(_IN_ORDER).count().collect()}
+    late = flagged.where(~F.col(_IN_ORDER)).drop(_IN_ORDER, _LIVE)
+    ahead_rows = flagged.where(F.col(_IN_ORDER)).drop(_IN_ORDER)
+    return (late if counts.get(False) else None), (ahead_rows if counts.get(True) else None)
+
+
+def _following(
+    rows: DataFrame, target: TargetTable, columns: list[str], changing: list[str]
+) -> DataFrame:
+    """In-order keys' new rows (``_h_live``) placed as versions after the history's current
+    one: the first marked to extend it (``first``) or close it (a copy, ``close``), the others
+    ``later``."""
+    versions = _versions(rows, list(target.keys), columns, changing, live=_LIVE)
+    marked = versions.withColumn(_ROLE, F.when(F.col(_FIRST), F.lit(FIRST)).otherwise(LATER))
+    closes = versions.where(F.col(_FIRST)).select(
+        *[F.col(c) for c in versions.columns if c != _NEW],
+        F.lit(0).cast("bigint").alias(_NEW),
+        F.lit(CLOSE).alias(_ROLE),
+    )
+    return marked.unionByName(closes)
 
 
 def _as_new(events: DataFrame) -> DataFrame:
@@ -285,10 +391,16 @@ def _same(columns: list[str], window: WindowSpec) -> Column:
 
 
 def _versions(
-    rows: DataFrame, keys: list[str], columns: list[str], tracked: list[str]
+    rows: DataFrame,
+    keys: list[str],
+    columns: list[str],
+    tracked: list[str],
+    live: str | None = None,
 ) -> DataFrame:
     """Every row of the batch's keys placed: the versions (``_h_drop`` false), and the stored
-    rows that are part of an earlier version now (``_h_drop`` true)."""
+    rows that are part of an earlier version now (``_h_drop`` true). ``live``: a column saying
+    whether the key has a live version before ``rows`` (in-order keys), which makes its first
+    version an update; else only a version among ``rows`` does."""
     by_order = Window.partitionBy(*keys).orderBy(ORDER_COLUMN)
     prior_kind = F.lag(_KIND).over(by_order)
     joins = (F.col(_KIND) == UPSERT) & (prior_kind == UPSERT) & _same(tracked, by_order)
@@ -296,11 +408,12 @@ def _versions(
     grouped = grouped.withColumn(
         "_h_version", F.sum("_h_opens").over(by_order.rowsBetween(Window.unboundedPreceding, 0))
     )
-    grouped = _with_newest_values(grouped, keys, columns, tracked)
+    grouped = _with_newest_values(grouped, keys, columns, tracked, [live] if live else [])
     heads = grouped.where("_h_opens = 1")
     next_start = F.lead(VALID_FROM).over(by_order)
     prior = F.lag(_KIND).over(by_order)
     is_delete = F.col(_KIND) == DELETE
+    opens_key = prior.isNull() if live is None else prior.isNull() & ~F.col(live)
     placed = heads.select(
         *[sql_text.name(c) for c in columns],
         ORDER_COLUMN,
@@ -308,7 +421,7 @@ def _versions(
         F.when(is_delete, F.col(VALID_FROM)).otherwise(next_start).alias(VALID_TO),
         (~is_delete & F.lead(ORDER_COLUMN).over(by_order).isNull()).alias(CURRENT),
         F.when(is_delete, F.lit(DELETE))
-        .when(prior.isNull() | (prior == DELETE), F.lit(INSERT))
+        .when(opens_key | (prior == DELETE), F.lit(INSERT))
         .otherwise(F.lit(UPDATE))
         .alias(OP),
         BATCH,
@@ -316,6 +429,7 @@ def _versions(
         _STORED,
         F.lit(False).alias(_DROP),
         _NEW,
+        prior.isNull().alias(_FIRST),
     )
     dropped = grouped.where(f"_h_opens = 0 AND {_STORED}").select(
         *[sql_text.name(c) for c in columns],
@@ -329,15 +443,20 @@ def _versions(
         _STORED,
         F.lit(True).alias(_DROP),
         F.lit(0).cast("bigint").alias(_NEW),
+        F.lit(False).alias(_FIRST),
     )
     return placed.unionByName(dropped)
 
 
 def _with_newest_values(
-    grouped: DataFrame, keys: list[str], columns: list[str], tracked: list[str]
+    grouped: DataFrame,
+    keys: list[str],
+    columns: list[str],
+    tracked: list[str],
+    carried: list[str],
 ) -> DataFrame:
     """Each row of a version (``_h_version``) with the version's untracked values, batch and
-    last order, and how many of its changes are new (not stored)."""
+    last order, and how many of its changes are new (not stored); ``carried`` columns go on."""
     # A version takes the untracked values and the batch of its newest change by order (a
     # stored version's newest is its LAST_ORDER, which may be newer than a late change).
     whole = (
@@ -358,7 +477,16 @@ def _with_newest_values(
                 f"_h_newest.{sql_text.name(c)} AS {sql_text.name(c)}"
                 if c in untracked or c == BATCH
                 else sql_text.name(c)
-                for c in [*columns, ORDER_COLUMN, _KIND, VALID_FROM, BATCH, _STORED, "_h_opens"]
+                for c in [
+                    *columns,
+                    ORDER_COLUMN,
+                    _KIND,
+                    VALID_FROM,
+                    BATCH,
+                    _STORED,
+                    "_h_opens",
+                    *carried,
+                ]
             ),
             f"_h_last AS {LAST_ORDER}",
             _NEW,
@@ -372,10 +500,14 @@ def _merge(
     identifier: str,
     target: TargetTable,
     written: list[str],
+    changing: list[str],
     changes: int,
     table_rows: int,
 ) -> None:
-    """One MERGE of the placed rows into the history table, on (key, ``_cdc_order``).
+    """One MERGE of the placed rows into the history table: a version placed among the stored
+    ones on (key, ``_cdc_order``); an in-order key's first version on its key's current version
+    where it extends it (an upsert of the same ``changing`` values: tracked, not keys), its close
+    on that version where it does not, its other versions inserted.
 
     As the mirror's (``keyed_writes.merge_target``): the MERGE's outer join would shuffle and
     sort every version the table holds to meet a few thousand rows, so the keys of a few
@@ -394,9 +526,26 @@ def _merge(
         # every row.
         source = unestimated(versions).where(F.col(_DROP).isin(True, False))
     source.createOrReplaceTempView(view)
-    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in [*keys, ORDER_COLUMN]) + listed
+    role = f"s.{_ROLE}"
+    extends = " AND ".join(
+        [
+            f"s.{OP} <> {sql_text.literal(DELETE)}",
+            *(f"t.{quote(c)} <=> s.{quote(c)}" for c in changing),
+        ]
+    )
+    current = f"t.{CURRENT}"
+    on = (
+        " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+        + f" AND ({role} = '{PLACED}' AND t.{ORDER_COLUMN} = s.{ORDER_COLUMN}"
+        + f" OR {role} = '{FIRST}' AND {current} AND {extends}"
+        + f" OR {role} = '{CLOSE}' AND {current} AND NOT ({extends}))"
+        + listed
+    )
     same = " AND ".join(f"t.{quote(c)} <=> s.{quote(c)}" for c in written)
     assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in written)
+    # An extended version keeps its start, order and how it began; it takes its newest values.
+    untouched = {*keys, *changing, ORDER_COLUMN, VALID_FROM, OP}
+    extended = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in written if c not in untouched)
     names = ", ".join(quote(c) for c in written)
     values = ", ".join(f"s.{quote(c)}" for c in written)
     try:
@@ -404,9 +553,14 @@ def _merge(
             execute(
                 spark,
                 f"MERGE INTO {identifier} t USING {view} s ON {on} "
-                f"WHEN MATCHED AND s.{_DROP} THEN DELETE "
-                f"WHEN MATCHED AND NOT ({same}) THEN UPDATE SET {assignments} "
-                f"WHEN NOT MATCHED AND NOT s.{_DROP} THEN INSERT ({names}) VALUES ({values})",
+                f"WHEN MATCHED AND {role} = '{PLACED}' AND s.{_DROP} THEN DELETE "
+                f"WHEN MATCHED AND {role} = '{PLACED}' AND NOT ({same}) "
+                f"THEN UPDATE SET {assignments} "
+                f"WHEN MATCHED AND {role} = '{FIRST}' THEN UPDATE SET {extended} "
+                f"WHEN MATCHED AND {role} = '{CLOSE}' "
+                f"THEN UPDATE SET {VALID_TO} = s.{VALID_FROM}, {CURRENT} = false "
+                f"WHEN NOT MATCHED AND {role} <> '{CLOSE}' AND NOT s.{_DROP} "
+                f"THEN INSERT ({names}) VALUES ({values})",
             )
     finally:
         spark.catalog.dropTempView(view)

@@ -70,8 +70,9 @@ def apply_table(
     part: str = "0",
     resumed: bool = False,
     tombstone_index: TombstoneIndex | None = None,
-) -> tuple[TableSummary, DataFrame]:
-    """Apply this table's changes; returns its summary and its dead letters (typing errors).
+) -> tuple[TableSummary, DataFrame, DataFrame | None]:
+    """Apply this table's changes; returns its summary, its dead letters (typing errors) and its
+    classification against the rows the table held before (None where this run created it).
 
     Each commit carries the table's counts (``commit_notes``): a resumed batch reports the counts
     of the attempt that changed the table, not its own (which finds those changes applied).
@@ -88,7 +89,8 @@ def apply_table(
         tombstone_index: the batch's index of tables with tombstones (default: probe them).
 
     The dead-letter frame (``_cdc_file_idx``, ``_cdc_line``, ``reason``, ``source_table``,
-    ``target_table``) is only valid until the next batch.
+    ``target_table``) and the classification (materialized: it reads what the table held before
+    this batch's writes, ``classify``) are only valid until the next batch.
     """
     # Typed inside the collapse's first stage; the typing errors type the rows again, in a pass
     # of their own, only when the counts below say there are some (else an empty plan).
@@ -147,7 +149,8 @@ def apply_table(
         for name in (*OUTCOMES, "created"):
             setattr(summary, name, earlier.get(name, getattr(summary, name)))
     errors = typing_errors(typed, target)
-    return summary, errors if summary.dead_lettered else errors.limit(0)
+    before = None if created else classified
+    return summary, errors if summary.dead_lettered else errors.limit(0), before
 
 
 def _newest(

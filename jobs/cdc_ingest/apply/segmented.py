@@ -92,6 +92,10 @@ class TableContext:
     owner: TableOwner | None = None
     # What chooses each table's write route (``write_policy``).
     writes: WritePolicy = field(default_factory=WritePolicy)
+    # Whether the batch applies new files (not a replay or rebuild): only then does a history
+    # take its in-order keys from the mirror's classification (a rebuilt mirror starts empty
+    # while its history holds every version, and a replay's keys may have left both).
+    new_files: bool = True
 
     def policy(self, name: str) -> SchemaPolicy:
         """What each kind of schema change does to table ``name``."""
@@ -117,7 +121,7 @@ def apply_segment(
         if target.history is not None:
             with stage("check history table"):
                 check_history_table(ctx.spark, ctx.catalog, ctx.namespace, target, ctx.existing)
-        part, errors = apply_table(
+        part, errors, classified = apply_table(
             ctx.spark,
             changes,
             target,
@@ -141,6 +145,7 @@ def apply_segment(
                     ctx.resumed,
                     ctx.landed_ms,
                     ctx.existing,
+                    classified if ctx.new_files else None,
                 )
     else:
         part, errors = apply_append_only(ctx.spark, changes, target, ctx.batch, rows, index)
