@@ -275,7 +275,7 @@ def _in_order(
     )
     flagged = joined.withColumn(_IN_ORDER, ahead).drop(_HELD).localCheckpoint(eager=False)
     with stage("split in-order history keys"):
-        counts = {r[_IN_ORDER]: r["n"] for r in flagged.groupBy(_IN_ORDER).count().collect()}
+        counts = {r[0]: r[1] for r in flagged.groupBy(_IN_ORDER).count().collect()}
     late = flagged.where(~F.col(_IN_ORDER)).drop(_IN_ORDER, _LIVE)
     ahead_rows = flagged.where(F.col(_IN_ORDER)).drop(_IN_ORDER)
     return (late if counts.get(False) else None), (ahead_rows if counts.get(True) else None)
