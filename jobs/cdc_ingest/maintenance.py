@@ -218,12 +218,16 @@ def _on_local_disk(table: Table) -> bool:
     return not table.location().startswith(("s3://", "s3a://", "s3n://", "gs://", "abfs"))
 
 
-def _mark_maintained(table: Table) -> None:
-    """Record the snapshot maintenance left, from which the table's read debt counts again."""
+def _mark_maintained(spark: SparkSession, name: str, table: Table) -> None:
+    """Record the snapshot maintenance left (``table`` as loaded after it), from which the
+    table's read debt counts again. Through Spark: pyiceberg 0.12 writes no v3 metadata."""
     snapshot = table.current_snapshot()
     if snapshot is not None:
-        with table.transaction() as update:
-            update.set_properties({MAINTAINED_SNAPSHOT: str(snapshot.snapshot_id)})
+        execute(
+            spark,
+            f"ALTER TABLE {name} SET TBLPROPERTIES "
+            f"('{MAINTAINED_SNAPSHOT}' = '{snapshot.snapshot_id}')",
+        ).collect()
 
 
 def _remove_orphans(
@@ -289,7 +293,7 @@ def _maintain_table(
     loaded, (data_after, deletes_after, snapshots_after) = _files(lake, namespace, table)
     if result.due is None:
         result.orphan_files_removed = _remove_orphans(spark, catalog, loaded, target, now, pipeline)
-    _mark_maintained(loaded)
+    _mark_maintained(spark, f"{catalog}.{namespace}.{table}", loaded)
     result.data_files = (data_before, data_after)
     result.delete_files = (deletes_before, deletes_after)
     result.snapshots = (snapshots_before, snapshots_after)
