@@ -18,6 +18,7 @@ from cdc_ingest.apply.actions import (
     OLDER,
     UPDATE,
 )
+from cdc_ingest.apply.collapse import FIRST_ORDER
 from cdc_ingest.apply.few_keys import rows_of_keys
 from cdc_ingest.apply.soft_deletes import CARRIED_ORDER, carries_values
 from cdc_ingest.contract import DELETE, UPSERT
@@ -132,8 +133,31 @@ def with_actions(joined: DataFrame, soft: bool = False) -> DataFrame:
     )
 
 
+# Whether every change of a key in the batch is newer than what its table (or its tombstone)
+# held: only with the key's oldest change (``collapse.FIRST_ORDER``); a key neither held is new.
+IN_ORDER = "_cdc_in_order"
+
+
+def with_in_order(classified: DataFrame) -> DataFrame:
+    """``classified`` (collapsed with ``first_order``) with ``IN_ORDER``."""
+    held = "greatest(_t_order, _d_order)"
+    return sql_text.select(
+        classified, ["*", f"({held} IS NULL OR {FIRST_ORDER} > {held}) AS {IN_ORDER}"]
+    )
+
+
 # Keys and changes per classification: (action, had a tombstone) -> (keys, changes).
 ActionCounts = dict[tuple[str, bool], tuple[int, int]]
+
+
+def summed(counts: dict[tuple[object, ...], ActionCounts]) -> ActionCounts:
+    """The counts of every value of ``action_counts``' ``by`` added up."""
+    total: ActionCounts = {}
+    for mine in counts.values():
+        for mark, (keys, changes) in mine.items():
+            held_keys, held_changes = total.get(mark, (0, 0))
+            total[mark] = (held_keys + keys, held_changes + changes)
+    return total
 
 
 def action_counts(classified: DataFrame, *by: str) -> dict[tuple[object, ...], ActionCounts]:

@@ -13,6 +13,9 @@ from cdc_ingest.state.tables import ORDER_COLUMN
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+# The order of a key's oldest usable change in the batch (``first_order``).
+FIRST_ORDER = "_cdc_first_order"
+
 
 def newest_changes(
     good: DataFrame,
@@ -20,6 +23,7 @@ def newest_changes(
     per: tuple[str, ...] = ("_cdc_key",),
     typing_errors: bool = False,
     carry: list[str] | None = None,
+    first_order: bool = False,
 ) -> DataFrame:
     """Each key's newest change, with ``_changes``: how many changes of the batch it stands for.
 
@@ -33,7 +37,8 @@ def newest_changes(
     collapse instead, the filter is pushed below the projection that types the changes, and every
     change is typed twice: once for the filter's test, once for the projection.
     ``carry``: with soft deletes, the columns a newest delete takes from its key's latest earlier
-    upsert (``soft_deletes``).
+    upsert (``soft_deletes``). ``first_order``: each key also with the order of its oldest
+    change (``FIRST_ORDER``), which says whether all of them are newer than the table's row.
     """
     if unsent:
         if typing_errors:
@@ -51,6 +56,9 @@ def newest_changes(
     carried_values = [*(carry or []), *([KEEP_COLUMN] if KEEP_COLUMN in good.columns else [])]
     fits = usable if typing_errors else None
     carrying = [] if carry is None else [latest_upsert(carried_values, newest_first, fits)]
+    oldest = f"CASE WHEN {usable} THEN {ORDER_COLUMN} END" if typing_errors else ORDER_COLUMN
+    firsts = [f"min({oldest}) OVER ({whole_key}) AS {FIRST_ORDER}"] if first_order else []
+    counts = ["_changes", *(FIRST_ORDER for _ in firsts)]
     ranked = sql_text.select(
         good,
         [
@@ -58,10 +66,11 @@ def newest_changes(
             *(["_type_error"] if typing_errors else []),
             f"row_number() OVER ({newest_first}) AS _rank",
             f"{counted} OVER ({whole_key}) AS _changes",
+            *firsts,
             *carrying,
         ],
     )
     newest = ranked.where(f"_rank = 1 AND {usable}" if typing_errors else "_rank = 1")
     if carry is not None:
-        return sql_text.select(newest, [*carried(kept_names, carried_values), "_changes"])
-    return sql_text.select(newest, [*kept, "_changes"])
+        return sql_text.select(newest, [*carried(kept_names, carried_values), *counts])
+    return sql_text.select(newest, [*kept, *counts])

@@ -16,11 +16,10 @@ A key whose changes in the batch are all newer than what the mirror (or its tomb
 before the batch, as the mirror's own classification found (``keyed.apply_table``), is placed
 from its changes alone: its versions follow the one the history holds as current, which the
 first of them either extends (an upsert of the same tracked values) or closes. Only keys with a
-late change, keys the classification did not see and every key of a replay or rebuild (whose
-mirror may hold less than its history) read the versions the history holds for them, and are
-placed among those. For in-order keys the mirror's row decides how the first version began: an
-update where the mirror held the key live, else an insert; a key neither the mirror nor its
-tombstones know is new.
+late change, and every key of a replay or rebuild (whose mirror may hold less than its history),
+read the versions the history holds for them, and are placed among those. For in-order keys the
+mirror's row decides how the first version began: an update where the mirror held the key live,
+else an insert; a key neither the mirror nor its tombstones know is new.
 
 The versions of the batch's keys are written by one MERGE: placed versions on (key,
 ``_cdc_order``), where new versions are inserted, versions whose end or values moved are
@@ -44,6 +43,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from cdc_ingest import sql_text
+from cdc_ingest.apply.classify import IN_ORDER
 from cdc_ingest.apply.commit_notes import (
     PipelineBatch,
     commit_properties,
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.window import WindowSpec
 
+    from cdc_ingest.apply.keyed import MirrorKeys
     from cdc_ingest.schema.target import TargetTable
 
 VALID_FROM = "_cdc_valid_from"
@@ -96,9 +97,8 @@ INSERT, UPDATE = "insert", "update"
 # The history table's property naming the mirror it keeps the history of.
 HISTORY_OF_PROPERTY = "cdc.history-of"
 _KIND, _STORED, _DROP, _KEEP = "_h_kind", "_h_stored", "_h_drop", "_h_keep"
-# What the mirror held for a key before the batch: the newer of its row's and its tombstone's
-# order (null: neither), and whether the row was live; whether all its changes are newer.
-_HELD, _LIVE, _IN_ORDER = "_h_held", "_h_live", "_h_in_order"
+# Whether the mirror held a key live before the batch; whether all its changes are newer.
+_LIVE, _IN_ORDER = "_h_live", "_h_in_order"
 # What a source row of the history's MERGE does: a version placed among the stored ones, an
 # in-order key's first version (extends the current one where it matches it) and its later
 # ones, and the close of the current version the first does not extend.
@@ -146,15 +146,15 @@ def apply_history(
     resumed: bool,
     landed_ms: tuple[int | None, ...] = (),
     existing: set[str] | None = None,
-    classified: DataFrame | None = None,
+    mirror: MirrorKeys | None = None,
 ) -> int:
     """Place this table's changes (``changes``: the batch's, every table's) in its history table;
     returns how many of them were new to it. ``landed_ms``: each file's landing time (epoch
     millis, by ``_cdc_file_idx``), a version's start where the format sends no source time;
     ``existing``: the namespace's tables as the run knows them (a history table made is added);
-    ``classified``: the mirror's classification of the batch's keys against what it held before
-    the batch (``classify``; materialized), whose in-order keys are placed without reading the
-    history's versions (None: every key reads them)."""
+    ``mirror``: the mirror's classification of the batch's keys against what it held before the
+    batch, whose in-order keys are placed without reading the history's versions (None: every
+    key reads them)."""
     identifier = history_identifier(catalog, namespace, target)
     if resumed:
         earlier = earlier_counts(spark, [identifier], batch, target.name, part)
@@ -177,8 +177,8 @@ def apply_history(
     else:
         late: DataFrame | None = events
         ahead = None
-        if classified is not None and not target.unavailable_values:
-            late, ahead = _in_order(events, classified, target)
+        if mirror is not None:
+            late, ahead = _in_order(events, mirror, target)
         parts = []
         if late is not None:
             stored = _stored_rows(spark, identifier, late, keys, stored_columns)
@@ -249,36 +249,32 @@ def _placed(
 
 
 def _in_order(
-    events: DataFrame, classified: DataFrame, target: TargetTable
+    events: DataFrame, mirror: MirrorKeys, target: TargetTable
 ) -> tuple[DataFrame | None, DataFrame | None]:
     """``events`` split into those of keys with a change not newer than what the mirror held
-    before the batch, or that its classification did not see (placed among the stored
-    versions), and those of keys whose every change is newer (``_h_live``: whether the mirror
-    held the key live); either is None when it holds no event (a job counts them)."""
+    before the batch (placed among the stored versions) and those of keys whose every change is
+    newer (``_h_live``: whether the mirror held the key live); either is None when the
+    classification counted no such key. The classification saw every key the history does (the
+    same typed changes): one it did not would be taken as new."""
     keys = list(target.keys)
-    soft = "_t_deleted" in classified.columns
+    soft = "_t_deleted" in mirror.classified.columns
     live = "_t_order IS NOT NULL" + (" AND NOT coalesce(_t_deleted, false)" if soft else "")
     held = sql_text.select(
-        classified,
-        [
-            *(sql_text.name(k) for k in keys),
-            f"greatest(_t_order, _d_order) AS {_HELD}",
-            f"{live} AS {_LIVE}",
-            f"true AS {_IN_ORDER}",
-        ],
+        mirror.classified,
+        [*(sql_text.name(k) for k in keys), f"{live} AS {_LIVE}", f"{IN_ORDER} AS {_IN_ORDER}"],
     )
     joined = events.join(held, on=keys, how="left")
-    by_key = Window.partitionBy(*keys)
-    oldest = F.min(ORDER_COLUMN).over(by_key)
-    ahead = F.coalesce(F.col(_IN_ORDER), F.lit(False)) & (
-        F.col(_HELD).isNull() | (oldest > F.col(_HELD))
+    joined = sql_text.select(
+        joined,
+        [
+            *(sql_text.name(c) for c in events.columns),
+            f"coalesce({_LIVE}, false) AS {_LIVE}",
+            f"coalesce({_IN_ORDER}, true) AS {_IN_ORDER}",
+        ],
     )
-    flagged = joined.withColumn(_IN_ORDER, ahead).drop(_HELD).localCheckpoint(eager=False)
-    with stage("split in-order history keys"):
-        counts = {r[0]: r[1] for r in flagged.groupBy(_IN_ORDER).count().collect()}
-    late = flagged.where(~F.col(_IN_ORDER)).drop(_IN_ORDER, _LIVE)
-    ahead_rows = flagged.where(F.col(_IN_ORDER)).drop(_IN_ORDER)
-    return (late if counts.get(False) else None), (ahead_rows if counts.get(True) else None)
+    late = joined.where(f"NOT {_IN_ORDER}").drop(_IN_ORDER, _LIVE) if mirror.late else None
+    ahead = joined.where(_IN_ORDER).drop(_IN_ORDER) if mirror.in_order else None
+    return late, ahead
 
 
 def _following(

@@ -10,12 +10,20 @@ writer committed to the table since the classification read it (``merge_target``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from cdc_ingest.apply.classify import action_counts, classify, with_table_rows
-from cdc_ingest.apply.collapse import newest_changes
+from cdc_ingest.apply.classify import (
+    IN_ORDER,
+    action_counts,
+    classify,
+    summed,
+    with_in_order,
+    with_table_rows,
+)
+from cdc_ingest.apply.collapse import FIRST_ORDER, newest_changes
 from cdc_ingest.apply.commit_notes import (
     PipelineBatch,
     commit_properties,
@@ -70,9 +78,10 @@ def apply_table(
     part: str = "0",
     resumed: bool = False,
     tombstone_index: TombstoneIndex | None = None,
-) -> tuple[TableSummary, DataFrame, DataFrame | None]:
-    """Apply this table's changes; returns its summary, its dead letters (typing errors) and its
-    classification against the rows the table held before (None where this run created it).
+) -> tuple[TableSummary, DataFrame, MirrorKeys | None]:
+    """Apply this table's changes; returns its summary, its dead letters (typing errors) and,
+    for a table keeping a history that this run did not create, its classification against the
+    rows it held before (``MirrorKeys``).
 
     Each commit carries the table's counts (``commit_notes``): a resumed batch reports the counts
     of the attempt that changed the table, not its own (which finds those changes applied).
@@ -106,6 +115,10 @@ def apply_table(
         tombstones = index.holds(target.name)
     tombstone_rows = current_snapshot_facts(spark, target.tombstones)[1] if tombstones else 0
     classified = classify(spark, newest, target, tombstones, tombstone_rows)
+    # A history takes its in-order keys from this classification (``history``).
+    split = FIRST_ORDER in classified.columns
+    if split:
+        classified = with_in_order(classified)
     # Materialized by the count below, as rows (a local checkpoint costs less CPU than a columnar
     # cache) and with the lineage cut: the MERGE below changes the table this classification
     # read, and a recomputation after it would classify against the new state. Inside the stage:
@@ -113,7 +126,8 @@ def apply_table(
     # planned, which the stage table would otherwise show as "other".
     with stage("type, collapse, classify"):
         classified = classified.localCheckpoint(eager=False)
-        counts = action_counts(classified)[()]
+        by_order = action_counts(classified, *([IN_ORDER] if split else []))
+        counts = summed(by_order)
     moved = 0
     if target.moves_keys:
         moved = typed.where(F.col(MOVED_COLUMN) & F.col("_type_error").isNull()).count()
@@ -149,8 +163,21 @@ def apply_table(
         for name in (*OUTCOMES, "created"):
             setattr(summary, name, earlier.get(name, getattr(summary, name)))
     errors = typing_errors(typed, target)
-    before = None if created else classified
+    before = None
+    if split:
+        keys = {flag: sum(k for k, _ in mine.values()) for (flag,), mine in by_order.items()}
+        before = MirrorKeys(classified, keys.get(True, 0), keys.get(False, 0))
     return summary, errors if summary.dead_lettered else errors.limit(0), before
+
+
+@dataclass(frozen=True)
+class MirrorKeys:
+    """A mirror's classification of a batch's keys against the rows it held before the batch
+    (materialized, with ``IN_ORDER``): how many keys had only newer changes, how many not."""
+
+    classified: DataFrame
+    in_order: int
+    late: int
 
 
 def _newest(
@@ -177,7 +204,11 @@ def _newest(
         return newest_changes(collapsed, filled, typing_errors=not filled, carry=carry), ignored
     held = with_table_rows(spark, collapsed, target, semi_joined(rows, table_rows))
     per = (*target.keys, "_cdc_key")
-    newest = newest_changes(held, filled, per=per, typing_errors=not filled, carry=carry)
+    # A history places the keys whose changes are all newer from this classification alone.
+    first = target.history is not None and not target.unavailable_values
+    newest = newest_changes(
+        held, filled, per=per, typing_errors=not filled, carry=carry, first_order=first
+    )
     return newest, ignored
 
 

@@ -121,7 +121,7 @@ def apply_segment(
         if target.history is not None:
             with stage("check history table"):
                 check_history_table(ctx.spark, ctx.catalog, ctx.namespace, target, ctx.existing)
-        part, errors, classified = apply_table(
+        part, errors, mirror = apply_table(
             ctx.spark,
             changes,
             target,
@@ -145,7 +145,7 @@ def apply_segment(
                     ctx.resumed,
                     ctx.landed_ms,
                     ctx.existing,
-                    classified if ctx.new_files else None,
+                    mirror if ctx.new_files else None,
                 )
     else:
         part, errors = apply_append_only(ctx.spark, changes, target, ctx.batch, rows, index)
