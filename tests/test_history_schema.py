@@ -73,7 +73,9 @@ def test_key_changes_and_a_delete_then_insert_close_and_open_versions(lake, utc_
     ]
 
 
-def test_columns_added_and_dropped_mid_history_reach_it_at_their_place(lake, utc_session):
+def _column_added_then_dropped(lake: Any) -> None:
+    """Two batches of ``items`` with history: an insert, then updates around a column the
+    source adds and drops again."""
     lake.add_pipeline("shop", "canal-json", table_options={"items": {"history": "scd2"}})
     lake.land("shop", "0001.json", [_item("INSERT", {"id": 1, "v": "a"}, 1)])
     lake.run("shop")
@@ -89,6 +91,10 @@ def test_columns_added_and_dropped_mid_history_reach_it_at_their_place(lake, utc
         ],
     )
     lake.run("shop")
+
+
+def test_columns_added_and_dropped_mid_history_reach_it_at_their_place(lake, utc_session):
+    _column_added_then_dropped(lake)
 
     assert lake.rows("items") == [{"id": 1, "v": "a3"}]
     # Null in the versions before the column was added; kept, with its value, after the
@@ -105,21 +111,7 @@ def test_a_rebuild_across_schema_changes_places_no_version_twice(lake, utc_sessi
     """The rebuilt mirror starts empty while its history holds every version: after the first
     statement the rebuild's changes are newer than the mirror's rows, yet the history has them
     all (they are placed among its versions, as a replay's are)."""
-    lake.add_pipeline("shop", "canal-json", table_options={"items": {"history": "scd2"}})
-    lake.land("shop", "0001.json", [_item("INSERT", {"id": 1, "v": "a"}, 1)])
-    lake.run("shop")
-    lake.land(
-        "shop",
-        "0002.json",
-        [
-            _item("UPDATE", {"id": 1, "v": "a2"}, 2),
-            _ddl("ALTER TABLE items ADD COLUMN n INT", 3),
-            _item("UPDATE", {"id": 1, "v": "a2", "n": 10}, 4),
-            _ddl("ALTER TABLE items DROP COLUMN n", 5),
-            _item("UPDATE", {"id": 1, "v": "a3"}, 6),
-        ],
-    )
-    lake.run("shop")
+    _column_added_then_dropped(lake)
     before = _item_versions(lake, "v", "n")
 
     rebuilt = lake.run("shop", rebuild_tables=("items",))
@@ -127,16 +119,8 @@ def test_a_rebuild_across_schema_changes_places_no_version_twice(lake, utc_sessi
     assert rebuilt.replay["mode"] == "rebuild"
     assert lake.rows("items") == [{"id": 1, "v": "a3"}]
     assert rebuilt.tables["items"].history_changes == 0
-    assert (
-        _item_versions(lake, "v", "n")
-        == before
-        == [
-            (1, "a", None, _at(1), _at(2), False, "insert"),
-            (1, "a2", None, _at(2), _at(4), False, "update"),
-            (1, "a2", 10, _at(4), _at(6), False, "update"),
-            (1, "a3", None, _at(6), None, True, "update"),
-        ]
-    )
+    # As test_columns_added_and_dropped_mid_history_reach_it_at_their_place has them.
+    assert len(before) == 4 and _item_versions(lake, "v", "n") == before
 
 
 def test_a_renamed_table_takes_its_history_along(lake, utc_session):
