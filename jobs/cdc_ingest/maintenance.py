@@ -254,7 +254,8 @@ def _lake(config: Config) -> Catalog:
     """The pyiceberg catalog the tables' files and debts are counted through."""
     from cdc_ingest.state.lake import open_catalog
 
-    return open_catalog(config.catalog)  # type: ignore[no-any-return]
+    lake: Catalog = open_catalog(config.catalog)
+    return lake
 
 
 def _maintain_table(
