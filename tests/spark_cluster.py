@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,7 +54,9 @@ class SparkCluster:
         while time.monotonic() < deadline:
             try:
                 value = condition(self.state())
-            except OSError:
+            except (OSError, ValueError):
+                # Not up yet, or the page of another server: a port taken between its choice and
+                # the master's bind sends the master's UI to the next port (read from its log).
                 value = None
             if value:
                 return value
@@ -116,6 +119,22 @@ class SparkCluster:
         return sorted(self.root.glob("worker-*/app-*/*/stderr"))
 
 
+def _bound_ports(log: Path, master: subprocess.Popen[bytes]) -> tuple[int, int]:
+    """The ports the master bound, from its log: Spark moves to the next port when one is taken."""
+    rpc = re.compile(r"Starting Spark master at spark://[^:/]+:(\d+)")
+    web = re.compile(r"Bound MasterWebUI to .*, and started at https?://[^:/]+:(\d+)")
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        found_rpc, found_web = rpc.search(text), web.search(text)
+        if found_rpc and found_web:
+            return int(found_rpc.group(1)), int(found_web.group(1))
+        if master.poll() is not None:
+            raise RuntimeError(f"Spark master exited with {master.returncode}: see {log}")
+        time.sleep(0.25)
+    raise TimeoutError(f"Spark master: its ports not bound within {START_TIMEOUT_S:g}s")
+
+
 @contextmanager
 def spark_cluster(root: Path, env: dict[str, str]) -> Iterator[SparkCluster]:
     """A master on loopback (no worker yet: call :meth:`SparkCluster.start_worker`)."""
@@ -140,7 +159,11 @@ def spark_cluster(root: Path, env: dict[str, str]) -> Iterator[SparkCluster]:
         start_new_session=True,
     )
     try:
-        cluster.wait_for("the master's JSON API", lambda s: s.get("status") == "ALIVE")
+        cluster.port, cluster.web_port = _bound_ports(root / "master.log", master)
+        cluster.wait_for(
+            "the master's JSON API",
+            lambda s: s.get("status") == "ALIVE" and s.get("url") == cluster.url,
+        )
         yield cluster
     finally:
         for worker in cluster.workers:
