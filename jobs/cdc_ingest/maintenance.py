@@ -122,11 +122,16 @@ def _timestamp(moment: datetime) -> str:
     return f"TIMESTAMP '{moment.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}'"
 
 
+def _counts(loaded: Table) -> tuple[int, int, int]:
+    """A loaded table's live data files, live delete files and snapshots (from its metadata: no
+    Spark job)."""
+    return (*live_files(loaded), len(loaded.metadata.snapshots))
+
+
 def _files(lake: Catalog, namespace: str, table: str) -> tuple[Table, tuple[int, int, int]]:
-    """A table freshly loaded, with its live data files, live delete files and snapshots (from
-    its metadata: no Spark job)."""
+    """A table freshly loaded, with its counts."""
     loaded = lake.load_table((namespace, table))
-    return loaded, (*live_files(loaded), len(loaded.metadata.snapshots))
+    return loaded, _counts(loaded)
 
 
 def pipeline_tables(spark: SparkSession, config: Config, pipeline: PipelineConfig) -> list[str]:
@@ -267,9 +272,12 @@ def _maintain_table(
     pipeline: PipelineConfig,
     now: datetime | None,
     due: str | None = None,
+    loaded: Table | None = None,
 ) -> TableMaintenance:
+    """``loaded``: the table as its due check just loaded it, counted before instead of a reload."""
     target = f"'{namespace}.{table}'"
-    _, (data_before, deletes_before, snapshots_before) = _files(lake, namespace, table)
+    before = _counts(loaded) if loaded is not None else _files(lake, namespace, table)[1]
+    data_before, deletes_before, snapshots_before = before
     result = TableMaintenance(table, due)
     rewrite = spark.sql(
         f"CALL {catalog}.system.rewrite_data_files(table => {target}, "
@@ -340,6 +348,7 @@ def maintain_pipeline(
         maintained = tables.maintained(pipeline)
         lake = _lake(config)
         due: dict[str, str | None] = dict.fromkeys(maintained)
+        loaded: dict[str, Table] = {}
         if due_only:
             loaded = {t: lake.load_table((pipeline.namespace, t)) for t in maintained}
             due = dict(due_tables(loaded, pipeline.maintenance.triggers))
@@ -348,7 +357,15 @@ def maintain_pipeline(
         for table, why in due.items():
             summary.tables.append(
                 _maintain_table(
-                    spark, lake, config.catalog.name, pipeline.namespace, table, pipeline, now, why
+                    spark,
+                    lake,
+                    config.catalog.name,
+                    pipeline.namespace,
+                    table,
+                    pipeline,
+                    now,
+                    why,
+                    loaded.get(table),
                 )
             )
     return summary
