@@ -55,8 +55,7 @@ class SparkCluster:
             try:
                 value = condition(self.state())
             except (OSError, ValueError):
-                # Not up yet, or the page of another server: a port taken between its choice and
-                # the master's bind sends the master's UI to the next port (read from its log).
+                # Not up yet, or not yet serving its JSON (an HTML page where JSON was asked for).
                 value = None
             if value:
                 return value
