@@ -64,6 +64,7 @@ from scripts.benchmarks.bench_history import historied_pipeline, history_shapes 
 from scripts.benchmarks.bench_metadata import after_maintain, namespace_metadata  # noqa: E402
 from scripts.benchmarks.bench_phases import render_phases, tree_cpu_seconds  # noqa: E402
 from scripts.benchmarks.bench_reads import (  # noqa: E402
+    VARIANT_PYICEBERG_LOOKUPS,
     VARIANTS,
     ReadCosts,
     read_costs,
@@ -439,7 +440,13 @@ def main(argv: list[str] | None = None) -> int:
                 bench.seed_mirror(name)
                 variant = sum(bench.micro_batches(total, 10_000_000, name, maintained=True))
                 costs = read_costs(
-                    bench.spark, bench.catalog, bench.mirror(name), "id", "v", bench.rows
+                    bench.spark,
+                    bench.catalog,
+                    bench.mirror(name),
+                    "id",
+                    "v",
+                    bench.rows,
+                    VARIANT_PYICEBERG_LOOKUPS,
                 )
                 shapes += variant_shapes(label, variant, sum(spent), costs, piled)
         maintain_pipeline(bench.spark, bench.config, "steady")
