@@ -1,7 +1,7 @@
 """What a mirror costs to read, for ``bench_steady.py``'s "reads" scenarios: a warm full scan
 (``count`` and a ``sum`` of a column) and 100 point lookups by key, through Spark and through
 pyiceberg, each in CPU seconds of the bench's process tree, after an uncounted warm-up of its own
-(a scan; a tenth of the lookups, by other keys).
+(a scan; a few lookups, by other keys).
 
 Measured on the mirror after the 50 micro-batches (each leaving position-delete files until
 ``maintain`` runs) and again right after ``maintain``: the ratio is what the micro-batches' debt
@@ -68,10 +68,9 @@ def read_costs(
     pyiceberg_keys: int = LOOKUPS,
 ) -> ReadCosts:
     """The costs of reading ``table`` (``catalog.namespace.table``) as it is now: its keys
-    ``key`` spread over ``0 .. rows``, ``column`` the summed one. ``pyiceberg_keys``: how many
-    of the lookups pyiceberg makes (a divisor of ``LOOKUPS``, keys spread as widely), its cost
-    scaled to ``LOOKUPS`` (each reads a whole data file that carries deletes: the same cost for
-    every key)."""
+    ``key`` spread over ``0 .. rows``, ``column`` the summed one. ``pyiceberg_keys``: about how
+    many of the lookups pyiceberg makes (every n-th key), its cost scaled to ``LOOKUPS`` (each
+    reads a whole data file that carries deletes: the same cost for every key)."""
     from cdc_ingest.state.lake import open_catalog
     from pyiceberg.expressions import EqualTo
 
@@ -79,6 +78,7 @@ def read_costs(
     step = max(1, rows // LOOKUPS)
     keys = list(range(0, rows, step))[:LOOKUPS]
     warm_up_keys = list(range(step // 2, rows, step))[:WARM_UP_LOOKUPS]
+    pyiceberg_picked = keys[:: max(1, LOOKUPS // pyiceberg_keys)]
 
     def scan(warm_up: bool = False) -> None:
         spark.sql(f"SELECT count(*), sum({column}) FROM {table}").collect()
@@ -91,9 +91,7 @@ def read_costs(
     loaded = open_catalog(catalog).load_table((namespace, name))
 
     def pyiceberg_lookups(warm_up: bool = False) -> None:
-        for value in (
-            warm_up_keys[:PYICEBERG_WARM_UP] if warm_up else keys[:: LOOKUPS // pyiceberg_keys]
-        ):
+        for value in warm_up_keys[:PYICEBERG_WARM_UP] if warm_up else pyiceberg_picked:
             equal = EqualTo(key, value)  # type: ignore[call-arg, arg-type]  # a pydantic init
             loaded.scan(row_filter=equal).to_arrow()
 
@@ -105,7 +103,9 @@ def read_costs(
         costs.append(tree_cpu_seconds() - cpu)
     deletes = spark.sql(f"SELECT * FROM {table}.delete_files").count()
     data = spark.sql(f"SELECT * FROM {table}.data_files").count()
-    return ReadCosts(costs[0], costs[1], costs[2] * LOOKUPS / pyiceberg_keys, deletes, data)
+    return ReadCosts(
+        costs[0], costs[1], costs[2] * len(keys) / len(pyiceberg_picked), deletes, data
+    )
 
 
 def read_shapes(piled: ReadCosts, maintained: ReadCosts) -> list[Shape]:
