@@ -9,7 +9,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
@@ -50,6 +52,42 @@ class LandedFile:
         if self.fingerprint is not None:
             return self
         return LandedFile(self.uri, self.size, hash_local(local_path(self.uri)), self.modified)
+
+
+def fingerprinted(
+    files: Sequence[LandedFile], at_once: int | None = None
+) -> Iterator[tuple[LandedFile, OSError | None]]:
+    """Each file with its fingerprint (``with_fingerprint``), in order, or unchanged with the
+    error that kept it from being read.
+
+    Up to ``at_once`` files (default: the machine's cores) are hashed at a time, since hashlib
+    releases the GIL, and never more than that ahead of the caller, who may stop early.
+    """
+    workers = max(1, min(at_once or os.cpu_count() or 1, len(files)))
+    if workers == 1:
+        for landed in files:
+            yield _fingerprint(landed)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="fingerprint") as pool:
+        ahead: deque[Future[tuple[LandedFile, OSError | None]]] = deque()
+        rest = iter(files)
+        try:
+            while True:
+                while len(ahead) < workers and (upcoming := next(rest, None)) is not None:
+                    ahead.append(pool.submit(_fingerprint, upcoming))
+                if not ahead:
+                    return
+                yield ahead.popleft().result()
+        finally:
+            for waiting in ahead:
+                waiting.cancel()
+
+
+def _fingerprint(landed: LandedFile) -> tuple[LandedFile, OSError | None]:
+    try:
+        return landed.with_fingerprint(), None
+    except OSError as exc:
+        return landed, exc
 
 
 def is_landed_name(name: str, file_format: str = "json") -> bool:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cdc_ingest.landing.planned_files import FileCheck
-from cdc_ingest.landing.zones import LandedFile
+from cdc_ingest.landing.zones import LandedFile, fingerprinted
 from cdc_ingest.state.lake import (
     APPLIED,
     CHECKPOINT_FIELDS,
@@ -128,7 +128,7 @@ class CheckpointStore:
         duplicates: dict[str, str] = {}
         unreadable: dict[str, str] = {}
         new = [landed for landed in listing if landed.uri not in state.seen_files]
-        for position, landed in enumerate(new):
+        for position, (landed, error) in enumerate(fingerprinted(new)):
             if max_files is not None and len(files) >= max_files:
                 return BatchPlan(
                     state.last_batch_id + 1,
@@ -137,10 +137,8 @@ class CheckpointStore:
                     deferred=len(new) - position,
                     unreadable=unreadable,
                 )
-            try:
-                landed = landed.with_fingerprint()
-            except OSError as exc:
-                unreadable[landed.uri] = f"cannot be read: {exc.strerror or exc}"
+            if error is not None:
+                unreadable[landed.uri] = f"cannot be read: {error.strerror or error}"
                 continue
             assert landed.fingerprint is not None
             original = fingerprints.get(landed.fingerprint)
