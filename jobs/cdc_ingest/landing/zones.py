@@ -28,6 +28,10 @@ FILE_SUFFIXES = {"json": LANDED_SUFFIXES, "avro": (".avro",), "parquet": (".parq
 # ``t+0+42.keys.avro`` and ``t+0+42.headers.avro`` beside ``t+0+42.avro``, record for record.
 COMPANION_VIEWS = (".keys", ".headers")
 HASH_CHUNK = 8 * 1024 * 1024
+# Landed files at least this large are hashed on threads of their own, at most this many at once
+# (each holds a chunk): a smaller file costs less to hash than to hand to a thread.
+HASHED_APART = 1_000_000
+HASHING_THREADS = 8
 
 
 class LandingError(RuntimeError):
@@ -60,27 +64,33 @@ def fingerprinted(
     """Each file with its fingerprint (``with_fingerprint``), in order, or unchanged with the
     error that kept it from being read.
 
-    Up to ``at_once`` files (default: the machine's cores) are hashed at a time, since hashlib
-    releases the GIL, and never more than that ahead of the caller, who may stop early.
+    Files of ``HASHED_APART`` bytes or more are hashed up to ``at_once`` at a time (default: the
+    machine's cores, at most ``HASHING_THREADS``), since hashlib releases the GIL; smaller ones in
+    the caller's thread, where they cost less than the hand-off. Nothing is read more than
+    ``at_once`` files ahead of the caller, who may stop early.
     """
-    workers = max(1, min(at_once or os.cpu_count() or 1, len(files)))
-    if workers == 1:
+    workers = max(1, min(at_once or min(os.cpu_count() or 1, HASHING_THREADS), len(files)))
+    if workers == 1 or all(f.fingerprint or f.size < HASHED_APART for f in files):
         for landed in files:
             yield _fingerprint(landed)
         return
     with ThreadPoolExecutor(workers, thread_name_prefix="fingerprint") as pool:
-        ahead: deque[Future[tuple[LandedFile, OSError | None]]] = deque()
+        ahead: deque[tuple[LandedFile, Future[tuple[LandedFile, OSError | None]] | None]]
+        ahead = deque()
         rest = iter(files)
         try:
             while True:
                 while len(ahead) < workers and (upcoming := next(rest, None)) is not None:
-                    ahead.append(pool.submit(_fingerprint, upcoming))
+                    apart = upcoming.fingerprint is None and upcoming.size >= HASHED_APART
+                    ahead.append((upcoming, pool.submit(_fingerprint, upcoming) if apart else None))
                 if not ahead:
                     return
-                yield ahead.popleft().result()
+                landed, hashing = ahead.popleft()
+                yield hashing.result() if hashing is not None else _fingerprint(landed)
         finally:
-            for waiting in ahead:
-                waiting.cancel()
+            for _, waiting in ahead:
+                if waiting is not None:
+                    waiting.cancel()
 
 
 def _fingerprint(landed: LandedFile) -> tuple[LandedFile, OSError | None]:
