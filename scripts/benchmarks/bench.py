@@ -7,10 +7,11 @@ Generates N Lindorm (Debezium envelope) messages for one ``customers`` table und
 (a) a baseline ``read.text`` + ``from_json`` + aggregate in the bench's Spark session and (b) a
 pipeline run on a fresh catalog, through the warm engine (``bench_engine.py``; ``--in-process``:
 in the bench's session, with its stages), each ``--warm-ups`` + ``--repeat`` times on the same
-files. The warm-ups pay the JVM's (class loading, JIT compilation of Spark's generated code,
-Iceberg's and Parquet's writers); later runs still share the 2 cores with the JIT compiler now and
-then, so the target compares the best of the repeats, as benchmark harnesses do. The first-run
-ratio and the ratio of the medians are printed too, with the best run's summary.
+files, one of each in turn. The warm-ups pay the JVM's (class loading, JIT compilation of Spark's
+generated code, Iceberg's and Parquet's writers); later runs still share the 2 cores with the JIT
+compiler now and then, so the target compares the best of the repeats, as benchmark harnesses
+do. The first-run ratio and the ratio of the medians are printed too, with the best run's
+summary.
 
 Then ``--s3-runs`` (default 2) more pipeline runs write into an ``s3://`` warehouse on moto's S3
 server on loopback, and the best of them is printed next to the best ``file://`` run.
@@ -287,14 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     batches = batches_for(args.in_process, spark, workdir / "engine")
     print(f"batches run {batches.route}", flush=True)
     try:
-        for i in range(args.warm_ups + args.repeat):
+        # Alternately, so that the machine's drift over the bench weighs on both sides alike.
+        for i, config in enumerate(configs):
             cpu = tree_cpu_seconds()
             wall, counted = baseline(spark, landing)
             bases.append((wall, tree_cpu_seconds() - cpu))
             if counted != n:
                 print(f"warning: baseline counted {counted} ops, expected {n}")
             print(f"baseline run {i}:       {rate(n, wall)}, CPU {bases[-1][1]:.1f} s", flush=True)
-        for i, config in enumerate(configs):
             batch = batches.run(config, "bench")
             runs.append(batch)
             print(
