@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
 
     os.environ.setdefault("SPARK_DRIVER_MEMORY", "6g")
-    from cdc_ingest.spark_session import build_session
+    from cdc_ingest.spark_session import build_session, configure_catalog
 
     start = time.perf_counter()
     spark = build_session(load_config(configs[0]).catalog, app_name="cdc-ingest-bench")
@@ -336,8 +336,6 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     n = expected.messages
-    from cdc_ingest.spark_session import configure_catalog
-
     # The hand-written job's tables in a catalog of their own: every batch's stays fresh.
     configure_catalog(spark, load_config(write_config(run_dir / "hand", landing, "hand")).catalog)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS hand.bench")
