@@ -1,4 +1,4 @@
-"""What a mirror costs to read, for ``bench_steady.py``'s "reads" scenarios: a warm full scan
+"""What a mirror costs to read, for ``bench_steady.py``'s "reads" scenarios: 10 warm full scans
 (``count`` and a ``sum`` of a column) and 100 point lookups by key, through Spark and through
 pyiceberg, each in CPU seconds of the bench's process tree, after an uncounted warm-up of its own
 (a scan; a few lookups, by other keys).
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOOKUPS = 100
+# Full scans counted: one scan of the 10M-row mirror costs tenths of a CPU second, within the
+# measurement's own spread.
+SCANS = 10
 # pyiceberg's lookups into a variant mirror (reported, no target): a fifth, scaled, since one
 # into a file carrying deletes reads all of it (8 CPU-s at 10M rows, docs/performance.md).
 VARIANT_PYICEBERG_LOOKUPS = 20
@@ -48,7 +51,7 @@ VARIANTS = (
 
 @dataclass(frozen=True)
 class ReadCosts:
-    """CPU seconds of one full scan and of ``LOOKUPS`` point lookups, by engine; the table's
+    """CPU seconds of ``SCANS`` full scans and of ``LOOKUPS`` point lookups, by engine; the table's
     position-delete and data files when measured."""
 
     scan: float
@@ -81,7 +84,8 @@ def read_costs(
     pyiceberg_picked = keys[:: max(1, LOOKUPS // pyiceberg_keys)]
 
     def scan(warm_up: bool = False) -> None:
-        spark.sql(f"SELECT count(*), sum({column}) FROM {table}").collect()
+        for _ in range(1 if warm_up else SCANS):
+            spark.sql(f"SELECT count(*), sum({column}) FROM {table}").collect()
 
     def spark_lookups(warm_up: bool = False) -> None:
         for value in warm_up_keys if warm_up else keys:
@@ -116,7 +120,7 @@ def read_shapes(piled: ReadCosts, maintained: ReadCosts) -> list[Shape]:
     )
     print(f"reads: {files}")
     measured = (
-        ("reads: scan", "count + sum", piled.scan, maintained.scan),
+        ("reads: scan", f"{SCANS} x count + sum", piled.scan, maintained.scan),
         (
             "reads: Spark by key",
             f"{LOOKUPS} lookups",
