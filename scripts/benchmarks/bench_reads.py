@@ -20,8 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOOKUPS = 100
-# Full scans counted: one scan of the 10M-row mirror costs tenths of a CPU second, within the
-# measurement's own spread.
+# Full scans counted: one costs less than the measurement's own spread (docs/performance.md).
 SCANS = 10
 # pyiceberg's lookups into a variant mirror (reported, no target): a fifth, scaled, since one
 # into a file carrying deletes reads all of it (8 CPU-s at 10M rows, docs/performance.md).
